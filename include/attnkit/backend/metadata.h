@@ -1,0 +1,56 @@
+#pragma once
+// Per-step metadata. The runtime builds one CommonAttentionMetadata per KV-cache group per
+// step; the group's backend turns it into its own plan (AttentionMetadata) once, and every
+// layer of the group reuses that plan in forward().
+
+#include <cstdint>
+#include <vector>
+
+namespace attnkit {
+
+// Host-side, per KV-cache group, per step. B = num_reqs.
+struct CommonAttentionMetadata {
+  int num_reqs = 0;
+  // Tokens of this step, over all requests: query_start_loc[num_reqs].
+  int num_actual_tokens = 0;
+  // [B + 1]: request i's new tokens are rows query_start_loc[i] .. query_start_loc[i+1]-1
+  // of q/k/v/out; query_start_loc[0] = 0.
+  std::vector<int32_t> query_start_loc;
+  // [B]: tokens request i attends over after this step's tokens are added (computed +
+  // new); for cross attention, the encoder length.
+  std::vector<int32_t> seq_lens;
+  // [B, max_blocks_per_req], row-major: physical block ids (in kernel-block units, i.e.
+  // after virtual splitting) of request i's tokens in order; unused entries hold
+  // null_block_id.
+  std::vector<int32_t> block_table;
+  int max_blocks_per_req = 0;
+  int block_size = 0;  // kernel block size the block table is expressed in
+  // [num_actual_tokens]: cache slot (block * block_size + offset) where token t's new K/V
+  // is written; -1 = do not write (padding, or cross attention whose cache is filled).
+  std::vector<int64_t> slot_mapping;
+  int max_query_len = 0;
+  int max_seq_len = 0;
+  bool causal = true;
+  // [B], cross attention only: encoder length of each request (= seq_lens there).
+  std::vector<int32_t> encoder_seq_lens;
+  int32_t null_block_id = 0;
+};
+
+// A backend's plan for one step of one KV-cache group (work partitioning, split-KV chunks,
+// scratch sizes, device copies of the common metadata). Owned by the builder that made it.
+class AttentionMetadata {
+ public:
+  virtual ~AttentionMetadata() = default;
+  // The common metadata this plan was built from (valid while the plan is).
+  virtual const CommonAttentionMetadata& common() const = 0;
+};
+
+class MetadataBuilder {
+ public:
+  virtual ~MetadataBuilder() = default;
+  // Plans one step. The returned plan stays valid until the next build() on this builder
+  // and may refer to `common`, which the caller keeps alive (unchanged) for that long.
+  virtual const AttentionMetadata& build(const CommonAttentionMetadata& common) = 0;
+};
+
+}  // namespace attnkit
