@@ -119,8 +119,8 @@ void reference_paged_attention(const PagedAttentionParams& p) {
     ATTNKIT_CHECK(q_len >= 0 && kv_len >= 0, "negative query or sequence length");
     ATTNKIT_CHECK(!p.causal || q_len <= kv_len, "causal request with more queries than keys");
     if (q_len == 0) continue;
-    gather_kv(p, seq, kv_len, p.k_cache, p.head_size, p.k_scale, p.k_block_stride,
-              p.k_token_stride, p.k_head_stride, keys);
+    gather_kv(p, seq, kv_len, p.k_cache, p.head_size, p.k_scale, p.k_block_stride, p.k_token_stride,
+              p.k_head_stride, keys);
     gather_kv(p, seq, kv_len, p.v_cache, p.head_size_v, p.v_scale, p.v_block_stride,
               p.v_token_stride, p.v_head_stride, values);
 
@@ -133,8 +133,8 @@ void reference_paged_attention(const PagedAttentionParams& p) {
         const int j = r / p.num_heads;
         const int head = r % p.num_heads;
         const int pos = kv_len - q_len + j;  // absolute position (causal convention)
-        attend_row(p, q_begin + j, head, kv_len, visible_keys(p, kv_len, pos), keys, values,
-                   scores, acc);
+        attend_row(p, q_begin + j, head, kv_len, visible_keys(p, kv_len, pos), keys, values, scores,
+                   acc);
       }
     }
   }
@@ -150,16 +150,16 @@ void reference_cache_update(const CacheUpdateParams& p) {
     const int64_t offset = slot % p.block_size;
     for (int h = 0; h < p.num_kv_heads; ++h) {
       const int64_t k_src = t * p.key_token_stride + h * p.key_head_stride;
-      const int64_t k_dst = block * p.k_block_stride + offset * p.k_token_stride +
-                            h * p.k_head_stride;
+      const int64_t k_dst =
+          block * p.k_block_stride + offset * p.k_token_stride + h * p.k_head_stride;
       for (int d = 0; d < p.head_size; ++d) {
         const float x = load_as_float(p.key, p.src_dtype, k_src + d);
         store_from_float(p.k_cache, p.kv_dtype, k_dst + d, x / p.k_scale);
       }
       if (!has_value) continue;
       const int64_t v_src = t * p.value_token_stride + h * p.value_head_stride;
-      const int64_t v_dst = block * p.v_block_stride + offset * p.v_token_stride +
-                            h * p.v_head_stride;
+      const int64_t v_dst =
+          block * p.v_block_stride + offset * p.v_token_stride + h * p.v_head_stride;
       for (int d = 0; d < p.head_size_v; ++d) {
         const float x = load_as_float(p.value, p.src_dtype, v_src + d);
         store_from_float(p.v_cache, p.kv_dtype, v_dst + d, x / p.v_scale);

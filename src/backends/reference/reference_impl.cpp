@@ -48,8 +48,7 @@ class ReferenceBuilder final : public MetadataBuilder {
 // last dimension is contiguous.
 void check_rows(const TensorView& t, const char* what, ScalarType dtype, int heads, int dim,
                 bool allow_2d = false) {
-  require(t.device.type == DeviceType::kCpu, "{} must be in host memory ({})", what,
-          t.describe());
+  require(t.device.type == DeviceType::kCpu, "{} must be in host memory ({})", what, t.describe());
   require(t.dtype == dtype, "{} has dtype {}, expected {}", what, to_string(t.dtype),
           to_string(dtype));
   const bool two_d = allow_2d && t.ndim == 2;
@@ -74,18 +73,16 @@ struct CacheStrides {
 
 CacheStrides check_cache(const TensorView& t, const char* what, const KvCacheTensors& cache,
                          ScalarType dtype, int heads, int dim) {
-  require(t.device.type == DeviceType::kCpu, "{} must be in host memory ({})", what,
-          t.describe());
+  require(t.device.type == DeviceType::kCpu, "{} must be in host memory ({})", what, t.describe());
   require(t.dtype == dtype, "{} has dtype {}, expected {}", what, to_string(t.dtype),
           to_string(dtype));
   const bool nhd = cache.layout == KvLayout::kNHD;
   const int64_t want_1 = nhd ? cache.block_size : heads;
   const int64_t want_2 = nhd ? heads : cache.block_size;
   require(t.ndim == 4 && t.size(1) == want_1 && t.size(2) == want_2 && t.size(3) == dim,
-          "{} must be {} [num_blocks, {}, {}, {}], got {}", what, to_string(cache.layout),
-          want_1, want_2, dim, t.describe());
-  require(t.stride(3) == 1, "{} must be contiguous in its last dimension ({})", what,
-          t.describe());
+          "{} must be {} [num_blocks, {}, {}, {}], got {}", what, to_string(cache.layout), want_1,
+          want_2, dim, t.describe());
+  require(t.stride(3) == 1, "{} must be contiguous in its last dimension ({})", what, t.describe());
   return nhd ? CacheStrides{t.stride(0), t.stride(1), t.stride(2)}
              : CacheStrides{t.stride(0), t.stride(2), t.stride(1)};
 }
@@ -120,8 +117,8 @@ void ReferenceImpl::update_cache(const TensorView& key, const TensorView& value,
   const int64_t num_tokens = static_cast<int64_t>(common.slot_mapping.size());
   require(key.size(0) >= num_tokens, "key has {} rows but the slot mapping has {} entries",
           key.size(0), num_tokens);
-  const CacheStrides ks = check_cache(cache.key, "key cache", cache, kv, layer_.num_kv_heads,
-                                      layer_.head_size);
+  const CacheStrides ks =
+      check_cache(cache.key, "key cache", cache, kv, layer_.num_kv_heads, layer_.head_size);
   const int64_t capacity = cache.key.size(0) * cache.block_size;
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t slot = common.slot_mapping[static_cast<size_t>(t)];
@@ -144,8 +141,8 @@ void ReferenceImpl::update_cache(const TensorView& key, const TensorView& value,
   if (!layer_.use_mla) {
     require(!value.empty() && value.size(0) >= num_tokens, "value must have {} rows ({})",
             num_tokens, value.describe());
-    const CacheStrides vs = check_cache(cache.value, "value cache", cache, kv,
-                                        layer_.num_kv_heads, layer_.head_size_v);
+    const CacheStrides vs =
+        check_cache(cache.value, "value cache", cache, kv, layer_.num_kv_heads, layer_.head_size_v);
     require(cache.value.size(0) == cache.key.size(0),
             "key and value caches differ in blocks ({} vs {})", cache.key.size(0),
             cache.value.size(0));
@@ -169,8 +166,8 @@ void ReferenceImpl::update_cache(const TensorView& key, const TensorView& value,
 void ReferenceImpl::check_block_table(const CommonAttentionMetadata& common,
                                       int64_t num_blocks) const {
   for (int i = 0; i < common.num_reqs; ++i) {
-    const int needed = (common.seq_lens[static_cast<size_t>(i)] + common.block_size - 1) /
-                       common.block_size;
+    const int needed =
+        (common.seq_lens[static_cast<size_t>(i)] + common.block_size - 1) / common.block_size;
     require(needed <= common.max_blocks_per_req,
             "request {} needs {} blocks for {} tokens but max_blocks_per_req is {}", i, needed,
             common.seq_lens[static_cast<size_t>(i)], common.max_blocks_per_req);
@@ -178,15 +175,14 @@ void ReferenceImpl::check_block_table(const CommonAttentionMetadata& common,
       const int32_t block =
           common.block_table[static_cast<size_t>(i) * common.max_blocks_per_req + b];
       require(block >= 0 && block < num_blocks,
-              "block_table[{}][{}] = {} is outside the cache (0..{})", i, b, block,
-              num_blocks - 1);
+              "block_table[{}][{}] = {} is outside the cache (0..{})", i, b, block, num_blocks - 1);
     }
   }
 }
 
-void ReferenceImpl::forward(const TensorView& query, const TensorView& key,
-                            const TensorView& value, const KvCacheTensors& cache,
-                            const AttentionMetadata& metadata, const TensorView& output) {
+void ReferenceImpl::forward(const TensorView& query, const TensorView& key, const TensorView& value,
+                            const KvCacheTensors& cache, const AttentionMetadata& metadata,
+                            const TensorView& output) {
   const CommonAttentionMetadata& common = metadata.common();
   const ScalarType dtype = scalar_type_of(layer_.dtype);
   const int tokens = common.num_actual_tokens;
@@ -239,8 +235,8 @@ void ReferenceImpl::forward(const TensorView& query, const TensorView& key,
               to_string(layer_.attn_type));
     }
     const ScalarType kv = scalar_type_of(layer_.kv_cache_dtype, layer_.dtype);
-    const CacheStrides ks = check_cache(cache.key, "key cache", cache, kv, layer_.num_kv_heads,
-                                        layer_.head_size);
+    const CacheStrides ks =
+        check_cache(cache.key, "key cache", cache, kv, layer_.num_kv_heads, layer_.head_size);
     check_block_table(common, cache.key.size(0));
     p.k_cache = cache.key.data;
     p.kv_dtype = kv;
@@ -250,8 +246,9 @@ void ReferenceImpl::forward(const TensorView& query, const TensorView& key,
     p.k_token_stride = ks.token;
     p.k_head_stride = ks.head;
     if (layer_.use_mla) {
-      // V is the first head_size_v elements of the latent vector.
+      // V is the first head_size_v elements of the latent vector (so it shares k_scale).
       p.v_cache = cache.key.data;
+      p.v_scale = p.k_scale;
       p.v_block_stride = ks.block;
       p.v_token_stride = ks.token;
       p.v_head_stride = ks.head;
@@ -268,8 +265,7 @@ void ReferenceImpl::forward(const TensorView& query, const TensorView& key,
     p.block_size = common.block_size;
   } else {
     // Encoder / encoder-only: no cache; each request attends over its own fresh rows.
-    require(has_key, "{} attention needs this step's key and value",
-            to_string(layer_.attn_type));
+    require(has_key, "{} attention needs this step's key and value", to_string(layer_.attn_type));
     require(!layer_.use_mla, "MLA layers cannot be {} attention", to_string(layer_.attn_type));
     for (int i = 0; i < common.num_reqs; ++i) {
       const auto s = static_cast<size_t>(i);
@@ -312,8 +308,7 @@ void validate_common_metadata(const CommonAttentionMetadata& c) {
           reqs + 1);
   require(c.seq_lens.size() == reqs, "seq_lens has {} entries, expected num_reqs = {}",
           c.seq_lens.size(), reqs);
-  require(c.query_start_loc[0] == 0, "query_start_loc[0] is {}, must be 0",
-          c.query_start_loc[0]);
+  require(c.query_start_loc[0] == 0, "query_start_loc[0] is {}, must be 0", c.query_start_loc[0]);
   for (size_t i = 0; i < reqs; ++i) {
     require(c.query_start_loc[i + 1] >= c.query_start_loc[i],
             "query_start_loc must be non-decreasing (entry {} is {} after {})", i + 1,
@@ -339,8 +334,7 @@ std::unique_ptr<AttentionImpl> make_reference_impl(const AttentionLayerParams& l
           "num_heads ({}) and num_kv_heads ({}) must be positive", layer.num_heads,
           layer.num_kv_heads);
   require(layer.num_heads % layer.num_kv_heads == 0,
-          "num_heads {} is not a multiple of num_kv_heads {}", layer.num_heads,
-          layer.num_kv_heads);
+          "num_heads {} is not a multiple of num_kv_heads {}", layer.num_heads, layer.num_kv_heads);
   require(layer.head_size > 0 && layer.head_size_v > 0,
           "head_size ({}) and head_size_v ({}) must be positive", layer.head_size,
           layer.head_size_v);
@@ -350,8 +344,7 @@ std::unique_ptr<AttentionImpl> make_reference_impl(const AttentionLayerParams& l
   require(layer.sinks.empty() || layer.sinks.size() == static_cast<size_t>(layer.num_heads),
           "sinks has {} entries, expected num_heads = {}", layer.sinks.size(), layer.num_heads);
   if (layer.use_mla) {
-    require(layer.num_kv_heads == 1, "MLA layers have num_kv_heads 1, got {}",
-            layer.num_kv_heads);
+    require(layer.num_kv_heads == 1, "MLA layers have num_kv_heads 1, got {}", layer.num_kv_heads);
     require(layer.head_size_v <= layer.head_size,
             "MLA head_size_v {} (kv_lora_rank) exceeds the latent width {}", layer.head_size_v,
             layer.head_size);
