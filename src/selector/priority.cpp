@@ -10,14 +10,6 @@ namespace {
 // "8.0" for 80.
 std::string format_cc(int cc) { return fmt::format("{}.{}", cc / 10, cc % 10); }
 
-std::string describe_cc_range(int min_cc, int max_cc) {
-  if (min_cc > 0 && max_cc > 0)
-    return fmt::format("{} to {}", format_cc(min_cc), format_cc(max_cc));
-  if (min_cc > 0) return fmt::format("{} and newer", format_cc(min_cc));
-  if (max_cc > 0) return fmt::format("up to {}", format_cc(max_cc));
-  return "any";
-}
-
 }  // namespace
 
 std::vector<std::string> builtin_priority(PlatformKind platform, bool use_mla) {
@@ -52,19 +44,21 @@ std::vector<std::string> platform_reasons(const AttentionBackend& backend, const
                                           bool include_binary) {
   std::vector<std::string> reasons;
   const BackendCapabilities& caps = backend.capabilities();
+  // Same wording as validate_capabilities(), which checks these per layer.
   if (caps.platform != platform.kind) {
-    reasons.push_back(fmt::format("platform {} not supported (supported: {})", platform.to_string(),
-                                  to_string(caps.platform)));
+    reasons.push_back(
+        fmt::format("runs on {}, not on {}", to_string(caps.platform), platform.to_string()));
     return reasons;
   }
   if (platform.kind == PlatformKind::kCuda) {
     const int cc = platform.compute_capability();
-    const bool too_old = caps.min_compute_capability > 0 && cc < caps.min_compute_capability;
-    const bool too_new = caps.max_compute_capability > 0 && cc > caps.max_compute_capability;
-    if (too_old || too_new) {
-      reasons.push_back(
-          fmt::format("compute capability {} not supported (supported: {})", format_cc(cc),
-                      describe_cc_range(caps.min_compute_capability, caps.max_compute_capability)));
+    if (caps.min_compute_capability > 0 && cc < caps.min_compute_capability) {
+      reasons.push_back(fmt::format("compute capability {} is below the minimum {}", format_cc(cc),
+                                    format_cc(caps.min_compute_capability)));
+    }
+    if (caps.max_compute_capability > 0 && cc > caps.max_compute_capability) {
+      reasons.push_back(fmt::format("compute capability {} is above the maximum {}", format_cc(cc),
+                                    format_cc(caps.max_compute_capability)));
     }
   }
   if (include_binary) {
