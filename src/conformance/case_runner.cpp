@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "attnkit/conformance/conformance.h"
 #include "attnkit/core/error.h"
@@ -104,10 +106,10 @@ int64_t row_offset(const HostTensor& t, KvLayout layout, int block_size, int64_t
 }
 
 // Compares the cache rows this step wrote (dequantised) and requires every other byte to
-// be unchanged. Returns the rows' relative L2 error, or an explanation in `problem`.
+// be unchanged. Returns the rows' relative L2 error; appends what is wrong to `problems`.
 double compare_cache(const ConformanceCase& c, const CaseInputs& in, const HostTensor& got,
-                     const HostTensor& want, int dim, float scale, std::string& problem,
-                     const char* what) {
+                     const HostTensor& want, int dim, float scale,
+                     std::vector<std::string>& problems, const char* what) {
   if (got.data() == nullptr) return 0;
   HostTensor patched = got.clone();  // `got` with the written rows replaced by `want`'s
   const size_t elem = size_of(got.view().dtype);
@@ -127,11 +129,11 @@ double compare_cache(const ConformanceCase& c, const CaseInputs& in, const HostT
                   static_cast<size_t>(dim) * elem);
     }
   }
-  if (std::memcmp(patched.data(), want.data(), want.nbytes()) != 0 && problem.empty()) {
-    problem = fmt::format("{} changed outside this step's slots", what);
+  if (std::memcmp(patched.data(), want.data(), want.nbytes()) != 0) {
+    problems.push_back(fmt::format("{} changed outside this step's slots", what));
   }
-  if (diff.nans && problem.empty()) {
-    problem = fmt::format("{} rows written hold {} NaN/inf values", what, diff.nans);
+  if (diff.nans) {
+    problems.push_back(fmt::format("{} rows written hold {} NaN/inf values", what, diff.nans));
   }
   return diff.relative();
 }
@@ -238,26 +240,30 @@ CaseResult run_case(const AttentionBackend& backend, const ConformanceCase& c,
             load_as_float(want.output.data(), want.output.view().dtype, i), i);
   }
   r.output_error = out.relative();
-  std::string problem;
+  // Every problem found is reported, separated by "; ".
+  std::vector<std::string> problems;
   if (out.nans) {
-    problem = fmt::format("output has {} NaN/inf elements (first at {}): unwritten or invalid",
-                          out.nans, describe_nan(c, out.first_nan));
+    problems.push_back(
+        fmt::format("output has {} NaN/inf elements (first at {}): unwritten or invalid", out.nans,
+                    describe_nan(c, out.first_nan)));
   } else if (!(r.output_error <= r.tolerance.output)) {
-    problem = fmt::format("output error {:.3g} exceeds {:.3g}", r.output_error, r.tolerance.output);
+    problems.push_back(
+        fmt::format("output error {:.3g} exceeds {:.3g}", r.output_error, r.tolerance.output));
   }
   if (in.has_cache) {
     const bool fp8 = is_fp8(c.layer.kv_cache_dtype);
     const double k_err = compare_cache(c, in, got.key_cache, want.key_cache, c.layer.head_size,
-                                       fp8 ? c.layer.k_scale : 1.0f, problem, "key cache");
+                                       fp8 ? c.layer.k_scale : 1.0f, problems, "key cache");
     const double v_err =
         compare_cache(c, in, got.value_cache, want.value_cache, c.layer.head_size_v,
-                      fp8 ? c.layer.v_scale : 1.0f, problem, "value cache");
+                      fp8 ? c.layer.v_scale : 1.0f, problems, "value cache");
     r.cache_error = std::isnan(k_err) || std::isnan(v_err) ? NAN : std::max(k_err, v_err);
-    if (problem.empty() && !(r.cache_error <= r.tolerance.cache)) {
-      problem = fmt::format("cache rows written differ: error {:.3g} exceeds {:.3g}", r.cache_error,
-                            r.tolerance.cache);
+    if (!std::isnan(r.cache_error) && r.cache_error > r.tolerance.cache) {
+      problems.push_back(fmt::format("cache rows written differ: error {:.3g} exceeds {:.3g}",
+                                     r.cache_error, r.tolerance.cache));
     }
   }
+  const std::string problem = fmt::format("{}", fmt::join(problems, "; "));
   return finish(problem.empty() ? CaseStatus::kPassed : CaseStatus::kFailed, problem);
 }
 
