@@ -131,8 +131,8 @@ std::optional<std::vector<int>> ConfigReader::opt_int_list(std::string_view key)
   for (size_t i = 0; i < v->size(); ++i) {
     auto n = as_integer((*v)[i]);
     if (!n || *n < std::numeric_limits<int>::min() || *n > std::numeric_limits<int>::max()) {
-      fail(key, fmt::format("must be a list of integers, but element {} is {}", i,
-                            short_dump((*v)[i])));
+      fail(key,
+           fmt::format("must be a list of integers, but element {} is {}", i, short_dump((*v)[i])));
     }
     out.push_back(static_cast<int>(*n));
   }

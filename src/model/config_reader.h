@@ -3,12 +3,11 @@
 // the source and the field's full path (e.g. "text_config.num_attention_heads"). A field
 // that is present but null counts as absent: Hugging Face writes null for "not used".
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace attnkit::model_detail {
 

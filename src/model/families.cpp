@@ -58,10 +58,14 @@ Category category_of(const ConfigReader& cfg, const std::string& word, size_t in
 
 std::string_view canonical_word(Category c) {
   switch (c) {
-    case Category::kFull: return "full_attention";
-    case Category::kSliding: return "sliding_attention";
-    case Category::kChunked: return "chunked_attention";
-    case Category::kNone: break;
+    case Category::kFull:
+      return "full_attention";
+    case Category::kSliding:
+      return "sliding_attention";
+    case Category::kChunked:
+      return "chunked_attention";
+    case Category::kNone:
+      break;
   }
   return "none";
 }
@@ -126,9 +130,9 @@ int head_size_of(const ConfigReader& cfg, int num_heads, std::string_view head_k
   }
   const int hidden = cfg.positive_int(hidden_key);
   if (hidden % num_heads != 0) {
-    cfg.fail(hidden_key, fmt::format("({}) is not a multiple of {} ({}), and '{}' is not given",
-                                     hidden, cfg.path_of(heads_key), num_heads,
-                                     cfg.path_of(head_key)));
+    cfg.fail(hidden_key,
+             fmt::format("({}) is not a multiple of {} ({}), and '{}' is not given", hidden,
+                         cfg.path_of(heads_key), num_heads, cfg.path_of(head_key)));
   }
   return hidden / num_heads;
 }
@@ -176,8 +180,8 @@ std::vector<bool> llama4_rope_layers(const ConfigReader& cfg, int num_layers) {
     return rope;
   }
   if (static_cast<int>(list.size()) != num_layers) {
-    cfg.fail("no_rope_layers", fmt::format("has {} entries but num_hidden_layers is {}",
-                                           list.size(), num_layers));
+    cfg.fail("no_rope_layers",
+             fmt::format("has {} entries but num_hidden_layers is {}", list.size(), num_layers));
   }
   for (size_t i = 0; i < list.size(); ++i) {
     if (list[i] != 0 && list[i] != 1) {
@@ -251,7 +255,8 @@ void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDe
     proto.head_size_v = mla.kv_lora_rank;
     // Scores are taken over the full query-key dim (nope + rope); YaRN rope scaling
     // multiplies the scale by mscale^2 with mscale = 0.1 * mscale_all_dim * ln(factor) + 1.
-    double scale = 1.0 / std::sqrt(static_cast<double>(mla.qk_nope_head_dim + mla.qk_rope_head_dim));
+    double scale =
+        1.0 / std::sqrt(static_cast<double>(mla.qk_nope_head_dim + mla.qk_rope_head_dim));
     if (auto rope = cfg.opt_object("rope_scaling")) {
       const double all_dim = rope->opt_number("mscale_all_dim").value_or(0.0);
       const double factor = rope->opt_number("factor").value_or(1.0);
@@ -304,8 +309,7 @@ void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDe
         continue;
       case Category::kSliding:
         if (!cfg.has("sliding_window")) {
-          cfg.fail("sliding_window",
-                   fmt::format("is missing, but layer {} is '{}'", i, words[ui]));
+          cfg.fail("sliding_window", fmt::format("is missing, but layer {} is '{}'", i, words[ui]));
         }
         layer.sliding_window = cfg.positive_int("sliding_window");
         break;
@@ -356,8 +360,8 @@ struct StackShape {
   int head_size = 0;
 };
 
-void append_stack(ModelDescription& desc, const StackShape& shape, float scale,
-                  AttentionType type, std::string_view layer_type, std::string_view name_fmt) {
+void append_stack(ModelDescription& desc, const StackShape& shape, float scale, AttentionType type,
+                  std::string_view layer_type, std::string_view name_fmt) {
   LayerSpec layer;
   layer.layer_type = std::string(layer_type);
   layer.attn_type = type;
@@ -395,10 +399,10 @@ void build_encoder_decoder(const ConfigReader& cfg, const std::string& model_typ
     dec.num_layers = cfg.positive_int("decoder_layers");
     enc.num_heads = cfg.positive_int("encoder_attention_heads");
     dec.num_heads = cfg.positive_int("decoder_attention_heads");
-    enc.head_size = head_size_of(cfg, enc.num_heads, "encoder_head_dim", "d_model",
-                                 "encoder_attention_heads");
-    dec.head_size = head_size_of(cfg, dec.num_heads, "decoder_head_dim", "d_model",
-                                 "decoder_attention_heads");
+    enc.head_size =
+        head_size_of(cfg, enc.num_heads, "encoder_head_dim", "d_model", "encoder_attention_heads");
+    dec.head_size =
+        head_size_of(cfg, dec.num_heads, "decoder_head_dim", "d_model", "decoder_attention_heads");
     enc_scale = inverse_sqrt(enc.head_size);
     dec_scale = inverse_sqrt(dec.head_size);
     // Whisper's encoder reads max_source_positions audio frames; BART-style text
@@ -424,9 +428,9 @@ void build_encoder_decoder(const ConfigReader& cfg, const std::string& model_typ
 nlohmann::json family_defaults(const std::string& model_type) {
   if (model_type == "gemma3_text" || model_type == "gemma3") {
     // Gemma3TextConfig's defaults; multimodal Gemma-3 configs omit these in text_config.
-    return {{"num_attention_heads", 8},     {"num_key_value_heads", 4},
-            {"head_dim", 256},              {"query_pre_attn_scalar", 256},
-            {"sliding_window", 4096},       {"sliding_window_pattern", 6},
+    return {{"num_attention_heads", 8}, {"num_key_value_heads", 4},
+            {"head_dim", 256},          {"query_pre_attn_scalar", 256},
+            {"sliding_window", 4096},   {"sliding_window_pattern", 6},
             {"num_hidden_layers", 26}};
   }
   return nlohmann::json::object();
@@ -450,10 +454,10 @@ void build_layers(const ConfigReader& cfg, const std::string& model_type, ModelD
   // windows apply to every layer when set (Mistral's rule), unless layer_types says more.
   const std::string shown = model_type.empty() ? "(none)" : model_type;
   if (cfg.opt_bool("is_encoder_decoder").value_or(false) && cfg.has("encoder_layers")) {
-    desc.warnings.push_back(fmt::format(
-        "model_type '{}' is not one attnkit knows; read as an encoder-decoder model "
-        "(encoder_layers/decoder_layers)",
-        shown));
+    desc.warnings.push_back(
+        fmt::format("model_type '{}' is not one attnkit knows; read as an encoder-decoder model "
+                    "(encoder_layers/decoder_layers)",
+                    shown));
     build_encoder_decoder(cfg, model_type, desc);
     return;
   }

@@ -22,8 +22,8 @@ void require_attention(const LayerSpec& layer) {
 }  // namespace
 
 int ModelDescription::num_attention_layers() const {
-  return static_cast<int>(
-      std::count_if(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.is_attention; }));
+  return static_cast<int>(std::count_if(layers.begin(), layers.end(),
+                                        [](const LayerSpec& l) { return l.is_attention; }));
 }
 
 SelectorConfig selector_config(const LayerSpec& layer, DType dtype, KvCacheDType kv_cache_dtype,

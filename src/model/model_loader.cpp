@@ -44,18 +44,16 @@ std::optional<DType> dtype_of(const ConfigReader& cfg) {
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw Error(ErrorCode::kNotFound,
-                fmt::format("Cannot read model config '{}': the file cannot be opened",
-                            path.string()));
+    throw Error(
+        ErrorCode::kNotFound,
+        fmt::format("Cannot read model config '{}': the file cannot be opened", path.string()));
   }
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
 }
 
-std::string embedded_list() {
-  return fmt::format("{}", fmt::join(embedded_model_names(), ", "));
-}
+std::string embedded_list() { return fmt::format("{}", fmt::join(embedded_model_names(), ", ")); }
 
 }  // namespace
 
@@ -112,7 +110,8 @@ ModelDescription parse_model_config_text(std::string_view text, std::string_view
   } catch (const nlohmann::json::parse_error& e) {
     // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep the position.
     std::string what = e.what();
-    if (auto pos = what.find("] "); what.rfind("[json.exception", 0) == 0 && pos != std::string::npos) {
+    if (auto pos = what.find("] ");
+        what.rfind("[json.exception", 0) == 0 && pos != std::string::npos) {
       what = what.substr(pos + 2);
     }
     fail_config(source, fmt::format("invalid JSON: {}", what));
@@ -144,8 +143,8 @@ ModelDescription load_model(std::string_view path_or_name) {
   if (!text.empty()) {
     return parse_model_config_text(text, path_or_name, fmt::format("embedded:{}", path_or_name));
   }
-  const bool looks_like_path = path_or_name.find('/') != std::string_view::npos ||
-                               path_or_name.ends_with(".json");
+  const bool looks_like_path =
+      path_or_name.find('/') != std::string_view::npos || path_or_name.ends_with(".json");
   if (looks_like_path) {
     throw Error(ErrorCode::kNotFound,
                 fmt::format("Model config file '{}' does not exist. Embedded models are: {}",

@@ -29,8 +29,8 @@ struct MlaDims {
 };
 
 struct LayerSpec {
-  int index = 0;      // position in ModelDescription::layers
-  std::string name;   // e.g. "layers.5.self_attn", "decoder.layers.0.encoder_attn"
+  int index = 0;     // position in ModelDescription::layers
+  std::string name;  // e.g. "layers.5.self_attn", "decoder.layers.0.encoder_attn"
   // The config's own word for this layer ("full_attention", "sliding_attention",
   // "chunked_attention", "linear_attention", "mamba", ...).
   std::string layer_type;
@@ -56,13 +56,13 @@ struct LayerSpec {
 };
 
 struct ModelDescription {
-  std::string name;          // embedded name or the config file's name
-  std::string source;        // the file read, or "embedded:<name>"
-  std::string model_type;    // of the text model (e.g. "gemma3_text" under "gemma3")
-  std::string architecture;  // architectures[0], or empty
+  std::string name;            // embedded name or the config file's name
+  std::string source;          // the file read, or "embedded:<name>"
+  std::string model_type;      // of the text model (e.g. "gemma3_text" under "gemma3")
+  std::string architecture;    // architectures[0], or empty
   std::optional<DType> dtype;  // torch_dtype when it is a compute dtype attnkit knows
   bool is_encoder_decoder = false;
-  int max_encoder_len = 0;   // cross attention: the encoder's maximum length (else 0)
+  int max_encoder_len = 0;  // cross attention: the encoder's maximum length (else 0)
   std::vector<LayerSpec> layers;
   // Things a user should know (e.g. "unknown model_type 'foo': read as a plain decoder").
   std::vector<std::string> warnings;
@@ -78,8 +78,7 @@ SelectorConfig selector_config(const LayerSpec& layer, DType dtype, KvCacheDType
 // What the layer's implementation receives. Sink logits are weights, not configuration:
 // for a layer with sinks the vector is sized num_heads and zero (a sink of logit 0) until
 // the caller loads the checkpoint's values. Throws like selector_config().
-AttentionLayerParams layer_params(const LayerSpec& layer, DType dtype,
-                                  KvCacheDType kv_cache_dtype);
+AttentionLayerParams layer_params(const LayerSpec& layer, DType dtype, KvCacheDType kv_cache_dtype);
 
 // e.g. "sliding_window(512)", "chunked_local_attention(8192)", "full_attention",
 // "mla_attention", or "no attention (mamba)".

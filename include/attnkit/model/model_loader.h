@@ -8,11 +8,10 @@
 //   "Cannot read model config 'x.json': field 'num_attention_heads' is missing".
 
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "attnkit/model/model_description.h"
 
