@@ -182,8 +182,13 @@ BackendCapabilities capabilities_from_c(const AttnkitCapabilities& c, std::strin
     throw Error(ErrorCode::kPluginError,
                 fmt::format("plugin backend {}: capabilities.dtypes is empty", backend));
   }
-  caps.kv_cache_dtypes =
-      decode_list(kKvDTypes, c.kv_cache_dtypes, c.num_kv_cache_dtypes, backend, "kv_cache_dtypes");
+  // The ABI lists the KV dtypes besides "auto", which every backend accepts; attnkit's
+  // capabilities list it explicitly.
+  caps.kv_cache_dtypes = {KvCacheDType::kAuto};
+  for (KvCacheDType kv : decode_list(kKvDTypes, c.kv_cache_dtypes, c.num_kv_cache_dtypes, backend,
+                                     "kv_cache_dtypes")) {
+    if (kv != KvCacheDType::kAuto) caps.kv_cache_dtypes.push_back(kv);
+  }
   caps.head_sizes = size_rule_from_c(c.head_sizes, backend, "head_sizes");
   caps.separate_v_head_size = c.separate_v_head_size != 0;
   caps.kernel_block_sizes = size_rule_from_c(c.kernel_block_sizes, backend, "kernel_block_sizes");
