@@ -75,7 +75,7 @@ PluginLoadReport load_plugin(const std::string& path, BackendRegistry& registry,
       }
       // Builds one adapter to validate the descriptor and its capabilities now, not on
       // first use.
-      std::string name = plugin::make_plugin_backend(library, *desc)->name().data();
+      std::string name(plugin::make_plugin_backend(library, *desc)->name());
       for (const Candidate& c : candidates) {
         if (c.name == name) {
           throw Error(ErrorCode::kPluginError, fmt::format("it declares backend {} twice", name));
