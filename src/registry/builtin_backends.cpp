@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "attnkit/registry/registry.h"
+#include "backends/cpu/cpu_flash_backend.h"
 
 namespace attnkit {
 
 std::span<const BuiltinBackend> builtin_backends() {
   static const std::vector<BuiltinBackend> kBuiltinBackends = {
       // {"NAME", make_name_backend},
+      {"CPU_FLASH", make_cpu_flash_backend},
   };
   return kBuiltinBackends;
 }

@@ -75,8 +75,8 @@ AttentionCase::AttentionCase(const CaseSpec& spec) : spec_(spec) {
   if (spec.contiguous) {
     kv_start_loc_.assign(1, 0);
     for (int s = 0; s + 1 < B; ++s)
-      kv_start_loc_.push_back(kv_start_loc_.back() + spec.kv_lens[s] + 3);
-    const int64_t rows = kv_start_loc_.back() + spec.kv_lens.back() + 3;
+      kv_start_loc_.push_back(kv_start_loc_.back() + spec.kv_lens[s] + spec.contiguous_gap);
+    const int64_t rows = kv_start_loc_.back() + spec.kv_lens.back() + spec.contiguous_gap;
     k_token_stride_ = int64_t{KV} * d;
     k_head_stride_ = d;
     v_token_stride_ = int64_t{KV} * dv;

@@ -24,6 +24,7 @@ struct CaseSpec {
   int block_size = 16;
   bool hnd = false;         // HND cache layout (else NHD)
   bool contiguous = false;  // contiguous K/V rows (encoder-only), no block table
+  int contiguous_gap = 3;   // unused rows between requests in contiguous mode
   bool mla = false;         // v_cache == k_cache, V = first head_size_v elements
   std::vector<int> q_lens{1};
   std::vector<int> kv_lens{16};
@@ -54,6 +55,8 @@ class AttentionCase {
   // Largest tolerance violation of the kernel output (<= 0 = within tolerance); fills
   // `where` with the first failing (token, head, dim).
   double worst_violation(std::string* where) const;
+  // Recomputes the oracle from the current cache contents (after a cache update).
+  void recompute_expected() { compute_expected(); }
   // Output element (t, h, d) as float.
   float output(int t, int h, int d) const;
   void clear_output();
