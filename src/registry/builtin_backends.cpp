@@ -10,12 +10,13 @@
 
 #include "attnkit/registry/registry.h"
 #include "backends/cpu/cpu_flash_backend.h"
+#include "backends/reference/reference_backend.h"
 
 namespace attnkit {
 
 std::span<const BuiltinBackend> builtin_backends() {
   static const std::vector<BuiltinBackend> kBuiltinBackends = {
-      // {"NAME", make_name_backend},
+      {"REFERENCE", make_reference_backend},
       {"CPU_FLASH", make_cpu_flash_backend},
   };
   return kBuiltinBackends;
