@@ -77,8 +77,13 @@ extern "C" {
 
 /* True when `ptr` (a struct of type `type` written by the other side) is large enough to
  * contain `field`. Use before reading any field added after version 1. */
+#ifdef __cplusplus
+#define ATTNKIT_HAS_FIELD(ptr, type, field) \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof(static_cast<const type*>(nullptr)->field))
+#else
 #define ATTNKIT_HAS_FIELD(ptr, type, field) \
   ((ptr)->struct_size >= offsetof(type, field) + sizeof(((const type*)0)->field))
+#endif
 
 /* ------------------------------- Enumerations -------------------------------------- */
 
