@@ -302,6 +302,8 @@ class Generator {
           c.layer.scale = 1.0f / std::sqrt(192.0f);
           c.layer.dtype = d;
           set_kv_dtype(c, kv);
+          // One latent cache, one scale: V is read from the bytes K wrote with k_scale.
+          c.layer.v_scale = c.layer.k_scale;
           c.layout = backend_.kv_layout();
           c.block_size = block_sizes_.front();
           set_batch(c, mix);
