@@ -9,12 +9,13 @@
 #include <vector>
 
 #include "attnkit/registry/registry.h"
+#include "backends/reference/reference_backend.h"
 
 namespace attnkit {
 
 std::span<const BuiltinBackend> builtin_backends() {
   static const std::vector<BuiltinBackend> kBuiltinBackends = {
-      // {"NAME", make_name_backend},
+      {"REFERENCE", make_reference_backend},
   };
   return kBuiltinBackends;
 }
