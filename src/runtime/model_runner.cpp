@@ -160,6 +160,27 @@ ModelRunner::~ModelRunner() = default;
 
 const ModelDescription& ModelRunner::model() const { return impl_->model; }
 const std::vector<PlannedLayer>& ModelRunner::layers() const { return impl_->planned; }
+const KvCacheConfig& ModelRunner::kv_config() const { return impl_->kv_config; }
+
+std::string ModelRunner::selection_summary() const {
+  std::string out;
+  for (const KvCacheGroup& g : impl_->kv_config.groups) {
+    std::vector<std::string> chosen_by;
+    for (const PlannedLayer& layer : impl_->planned) {
+      if (layer.group == g.group_id &&
+          std::find(chosen_by.begin(), chosen_by.end(), layer.chosen_by) == chosen_by.end()) {
+        chosen_by.push_back(layer.chosen_by);
+      }
+    }
+    std::string names, why;
+    for (const std::string& n : g.backend_names()) names += (names.empty() ? "" : "+") + n;
+    for (const std::string& w : chosen_by) why += (why.empty() ? "" : "+") + w;
+    out += fmt::format("  group {}: {:<48} layers {:<14} -> {} ({})\n", g.group_id,
+                       g.spec.describe(), format_layer_ranges(g.layer_indices), names, why);
+  }
+  return out;
+}
+
 int ModelRunner::num_usable_blocks() const { return impl_->num_blocks - 1; }
 DType ModelRunner::dtype() const { return impl_->dtype; }
 bool ModelRunner::is_encoder_decoder() const { return impl_->model.is_encoder_decoder; }

@@ -102,6 +102,7 @@ nlohmann::json to_json(const RunReport& r) {
       {"blocks_total", r.blocks_total},
       {"kv_cache_bytes", r.kv_cache_bytes},
       {"num_attention_layers", r.num_attention_layers},
+      {"output_checksum", fmt::format("{:016x}", r.output_checksum)},
       {"kv_cache_groups", groups},
       {"verify", verify},
   };
@@ -129,13 +130,11 @@ std::string to_text(const RunReport& r) {
     const std::string planned = names_or_dash(g.backends_planned);
     const std::string executed = names_or_dash(g.backends_executed);
     const bool same = planned == executed;
-    out += fmt::format("  group {}: {:<32} layers {:<14} {} -> {}{} ({}), block {}{}, peak {} "
-                       "blocks\n",
-                       g.id, g.spec, format_layer_ranges(g.layers), planned, executed,
+    out += fmt::format("  group {}: {:<48} layers {:<14} {} -> {}{}{}, peak {} blocks\n", g.id,
+                       g.spec, format_layer_ranges(g.layers), planned, executed,
                        same || g.backends_executed.empty() ? "" : "  [differs from the plan]",
-                       g.chosen_by, g.block_size,
                        g.kernel_block_size != g.block_size && g.kernel_block_size > 0
-                           ? fmt::format(" (kernel {})", g.kernel_block_size)
+                           ? fmt::format(" (kernel blocks of {})", g.kernel_block_size)
                            : std::string(),
                        g.blocks_peak);
   }

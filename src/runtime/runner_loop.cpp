@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include "attnkit/core/error.h"
@@ -39,6 +40,18 @@ std::vector<int> rows_to_verify(int num_rows, int samples, uint64_t seed, int st
   }
   rows.resize(static_cast<size_t>(samples));
   return rows;
+}
+
+// Folds every byte of `t` into `h` (8-byte words, the tail zero-padded).
+uint64_t fold_bytes(uint64_t h, const HostTensor& t) {
+  const auto* bytes = static_cast<const unsigned char*>(t.data());
+  const size_t n = t.nbytes();
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, bytes + i, std::min<size_t>(8, n - i));
+    h = splitmix64(h ^ word);
+  }
+  return h;
 }
 
 // Keys a query row of `layer` attends over, for the verifier.
@@ -197,6 +210,7 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
       report.attention_seconds += forward_seconds;
       engine += forward_seconds;
       groups[g].executed.insert(std::string(layer.impl->backend_name()));
+      report.output_checksum = fold_bytes(report.output_checksum, out);
       ++groups[g].forward_calls;
 
       // Bytes the call moves: queries, outputs, fresh K/V, and the cached keys it reads.

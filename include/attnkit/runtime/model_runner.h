@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "attnkit/core/platform.h"
+#include "attnkit/kv_cache/kv_cache_config.h"
 #include "attnkit/model/model_description.h"
 #include "attnkit/runtime/request.h"
 #include "attnkit/runtime/run_report.h"
@@ -94,8 +95,13 @@ class ModelRunner {
   // The model as run (after reductions).
   const ModelDescription& model() const;
   const std::vector<PlannedLayer>& layers() const;
+  // The KV-cache plan the chosen backends shaped (groups, block sizes, page size).
+  const KvCacheConfig& kv_config() const;
   // Usable pool blocks (the null block excluded).
   int num_usable_blocks() const;
+  // What was selected, one line per KV-cache group, e.g.
+  //   "group 0: sliding_window(512) ... layers 0-4,6-10 -> CPU_FLASH (auto), block 16"
+  std::string selection_summary() const;
   DType dtype() const;
   bool is_encoder_decoder() const;
   bool is_encoder_only() const;

@@ -3,6 +3,7 @@
 // KV-cache group (each layer implementation's backend_name(), not the plan), throughput,
 // block usage, preemptions and, when asked, the verification error per layer kind.
 
+#include <cstdint>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -74,6 +75,8 @@ struct RunReport {
   int blocks_total = 0;  // usable pool blocks (null block excluded)
   size_t kv_cache_bytes = 0;
   int num_attention_layers = 0;
+  // A hash of every output byte of every forward call, in order: equal for equal runs.
+  uint64_t output_checksum = 0;
   std::vector<GroupRunReport> groups;
   std::optional<VerifyReport> verify;
 };
