@@ -55,7 +55,9 @@ size_t parse_memory_size(const std::string& text) {
                              text));
   };
   size_t pos = 0;
-  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.')) ++pos;
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
+    ++pos;
   if (pos == 0) throw bad();
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + pos, value);
@@ -63,14 +65,22 @@ size_t parse_memory_size(const std::string& text) {
   std::string unit = text.substr(pos);
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double scale = 0;
-  if (unit.empty() || unit == "b") scale = 1;
-  else if (unit == "kb" || unit == "k") scale = 1e3;
-  else if (unit == "mb" || unit == "m") scale = 1e6;
-  else if (unit == "gb" || unit == "g") scale = 1e9;
-  else if (unit == "kib") scale = 1024.0;
-  else if (unit == "mib") scale = 1024.0 * 1024;
-  else if (unit == "gib") scale = 1024.0 * 1024 * 1024;
-  else throw bad();
+  if (unit.empty() || unit == "b")
+    scale = 1;
+  else if (unit == "kb" || unit == "k")
+    scale = 1e3;
+  else if (unit == "mb" || unit == "m")
+    scale = 1e6;
+  else if (unit == "gb" || unit == "g")
+    scale = 1e9;
+  else if (unit == "kib")
+    scale = 1024.0;
+  else if (unit == "mib")
+    scale = 1024.0 * 1024;
+  else if (unit == "gib")
+    scale = 1024.0 * 1024 * 1024;
+  else
+    throw bad();
   return static_cast<size_t>(value * scale);
 }
 
@@ -88,7 +98,7 @@ class Progress {
                               ? std::min(1.0, static_cast<double>(p.tokens_done) / p.tokens_total)
                               : 1.0;
       const int filled = static_cast<int>(frac * kWidth);
-      std::fprintf(stderr, "\r[%s%s] %3d%%  %d/%d requests  %ld tokens  step %d", 
+      std::fprintf(stderr, "\r[%s%s] %3d%%  %d/%d requests  %ld tokens  step %d",
                    std::string(static_cast<size_t>(filled), '#').c_str(),
                    std::string(static_cast<size_t>(kWidth - filled), '.').c_str(),
                    static_cast<int>(frac * 100), p.requests_finished, p.requests_total,
@@ -182,11 +192,11 @@ void run(const RunOptions& o, const CLI::App& command) {
   const std::vector<RequestSpec> requests = make_workload(w);
 
   if (!o.json) {
-    std::cout << fmt::format("attnkit run: {} on {} — {} attention layers in {} KV-cache "
-                             "groups, {} usable blocks\n",
-                             runner.model().name, platform.to_string(),
-                             runner.layers().size(), runner.kv_config().groups.size(),
-                             runner.num_usable_blocks());
+    std::cout << fmt::format(
+        "attnkit run: {} on {} — {} attention layers in {} KV-cache "
+        "groups, {} usable blocks\n",
+        runner.model().name, platform.to_string(), runner.layers().size(),
+        runner.kv_config().groups.size(), runner.num_usable_blocks());
     std::cout << "Selection (planned backend per KV-cache group):\n" << runner.selection_summary();
     std::cout << std::flush;
   }
@@ -222,8 +232,7 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   add_platform_option(*cmd, o.platform);
   cmd->add_option("--requests", o.requests, "Number of requests")->capture_default_str();
-  cmd->add_option("--prompt-len", o.prompt_len,
-                  "Prompt lengths MIN:MAX (uniform per request) or N")
+  cmd->add_option("--prompt-len", o.prompt_len, "Prompt lengths MIN:MAX (uniform per request) or N")
       ->capture_default_str();
   cmd->add_option("--output-len", o.output_len, "Tokens each request generates")
       ->capture_default_str();

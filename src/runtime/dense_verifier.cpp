@@ -48,8 +48,8 @@ std::vector<float> DenseVerifier::expected_output(const AttentionLayerParams& la
   };
 
   std::vector<float> q(static_cast<size_t>(heads) * d);
-  gen_.fill_row(QkvStream::kQuery, qsrc, layer.layer_index, site.request, site.position, heads,
-                d, q.data());
+  gen_.fill_row(QkvStream::kQuery, qsrc, layer.layer_index, site.request, site.position, heads, d,
+                q.data());
   // Keys [visible, kv_heads, d] and values [visible, kv_heads, dv].
   std::vector<float> k(static_cast<size_t>(visible) * kv_heads * d);
   std::vector<float> v(static_cast<size_t>(visible) * kv_heads * dv);
@@ -63,8 +63,8 @@ std::vector<float> DenseVerifier::expected_output(const AttentionLayerParams& la
       // V is the latent's prefix: the same stored values the key read.
       for (int e = 0; e < dv; ++e) vrow[e] = krow[e];
     } else {
-      gen_.fill_row(QkvStream::kValue, ksrc, layer.layer_index, site.request, lo + j, kv_heads,
-                    dv, vrow);
+      gen_.fill_row(QkvStream::kValue, ksrc, layer.layer_index, site.request, lo + j, kv_heads, dv,
+                    vrow);
       for (int e = 0; e < kv_heads * dv; ++e) vrow[e] = stored(vrow[e], layer.v_scale);
     }
   }
@@ -98,7 +98,8 @@ std::vector<float> DenseVerifier::expected_output(const AttentionLayerParams& la
       for (int e = 0; e < dv; ++e) acc[static_cast<size_t>(e)] += w * vj[e];
     }
     for (int e = 0; e < dv; ++e) {
-      out[static_cast<size_t>(h) * dv + e] = static_cast<float>(acc[static_cast<size_t>(e)] / denom);
+      out[static_cast<size_t>(h) * dv + e] =
+          static_cast<float>(acc[static_cast<size_t>(e)] / denom);
     }
   }
   return out;
@@ -119,9 +120,12 @@ double row_relative_error(std::span<const float> actual, std::span<const float> 
 
 double default_tolerance(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return 1e-3;
-    case DType::kFloat16: return 5e-3;
-    case DType::kBFloat16: return 2e-2;
+    case DType::kFloat32:
+      return 1e-3;
+    case DType::kFloat16:
+      return 5e-3;
+    case DType::kBFloat16:
+      return 2e-2;
   }
   return 2e-2;
 }

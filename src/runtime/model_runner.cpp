@@ -40,15 +40,16 @@ ModelDescription reduce_model(const ModelDescription& model, int max_layers_per_
     out.layers.push_back(std::move(layer));
   }
   if (notes && dropped > 0) {
-    notes->push_back(fmt::format("reduced model: at most {} layers per attention kind ({} of {} "
-                                 "attention layers kept)",
-                                 max_layers_per_kind, model.num_attention_layers() - dropped,
-                                 model.num_attention_layers()));
+    notes->push_back(fmt::format(
+        "reduced model: at most {} layers per attention kind ({} of {} "
+        "attention layers kept)",
+        max_layers_per_kind, model.num_attention_layers() - dropped, model.num_attention_layers()));
   }
   if (notes && capped > 0) {
-    notes->push_back(fmt::format("reduced model: sliding windows and chunks capped at {} tokens "
-                                 "({} layers)",
-                                 window_cap, capped));
+    notes->push_back(
+        fmt::format("reduced model: sliding windows and chunks capped at {} tokens "
+                    "({} layers)",
+                    window_cap, capped));
   }
   return out;
 }
@@ -105,9 +106,9 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
     }
   }
   if (num_blocks < 2) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--num-blocks {} must be at least 2 (block 0 is the null block)",
-                            num_blocks));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("--num-blocks {} must be at least 2 (block 0 is the null block)", num_blocks));
   }
   storage = std::make_unique<KvCacheStorage>(kv_config, num_blocks);
 
@@ -133,8 +134,8 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
   }
 }
 
-ModelRunner::ModelRunner(ModelDescription model, const Platform& platform,
-                         const Selector& selector, RunnerOptions options) {
+ModelRunner::ModelRunner(ModelDescription model, const Platform& platform, const Selector& selector,
+                         RunnerOptions options) {
   if (!platform.is_local) {
     throw Error(ErrorCode::kUnsupported,
                 fmt::format("platform {} is only described, not this machine's: attnkit run "
@@ -186,8 +187,6 @@ DType ModelRunner::dtype() const { return impl_->dtype; }
 bool ModelRunner::is_encoder_decoder() const { return impl_->model.is_encoder_decoder; }
 bool ModelRunner::is_encoder_only() const { return impl_->encoder_only(); }
 
-RunReport ModelRunner::run(std::span<const RequestSpec> requests) {
-  return impl_->run(requests);
-}
+RunReport ModelRunner::run(std::span<const RequestSpec> requests) { return impl_->run(requests); }
 
 }  // namespace attnkit

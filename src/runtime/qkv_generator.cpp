@@ -39,16 +39,15 @@ void QkvGenerator::fill_row(QkvStream stream, TokenSource source, int layer, int
 std::vector<float> QkvGenerator::sinks(int layer, int num_heads) const {
   std::vector<float> out(static_cast<size_t>(num_heads));
   for (int h = 0; h < num_heads; ++h) {
-    const uint64_t hash = counter_hash({seed_, 0x51dcull, static_cast<uint64_t>(layer),
-                                        static_cast<uint64_t>(h)});
+    const uint64_t hash =
+        counter_hash({seed_, 0x51dcull, static_cast<uint64_t>(layer), static_cast<uint64_t>(h)});
     out[static_cast<size_t>(h)] = unit_float(hash) + 1.0f;
   }
   return out;
 }
 
 TokenSource query_source(const AttentionLayerParams& layer) {
-  return layer.attn_type == AttentionType::kEncoder ? TokenSource::kEncoder
-                                                    : TokenSource::kDecoder;
+  return layer.attn_type == AttentionType::kEncoder ? TokenSource::kEncoder : TokenSource::kDecoder;
 }
 
 TokenSource key_source(const AttentionLayerParams& layer) {

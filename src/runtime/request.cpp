@@ -44,8 +44,7 @@ std::vector<RequestSpec> make_workload(const WorkloadOptions& o) {
     r.prompt_len = draw(o.seed, 1, static_cast<uint64_t>(i), o.min_prompt_len, o.max_prompt_len);
     r.output_len = o.output_len;
     r.arrival_step = i * o.arrival_interval;
-    r.encoder_len =
-        draw(o.seed, 2, static_cast<uint64_t>(i), o.min_encoder_len, o.max_encoder_len);
+    r.encoder_len = draw(o.seed, 2, static_cast<uint64_t>(i), o.min_encoder_len, o.max_encoder_len);
     requests.push_back(r);
   }
   return requests;

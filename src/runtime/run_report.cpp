@@ -22,7 +22,8 @@ std::string names_or_dash(const std::vector<std::string>& names) {
 }
 
 std::string human_bytes(double bytes) {
-  if (bytes >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
+  if (bytes >= 1024.0 * 1024 * 1024)
+    return fmt::format("{:.2f} GiB", bytes / (1024.0 * 1024 * 1024));
   if (bytes >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", bytes / (1024.0 * 1024));
   return fmt::format("{:.1f} KiB", bytes / 1024.0);
 }
@@ -65,11 +66,11 @@ nlohmann::json to_json(const RunReport& r) {
   if (r.verify) {
     nlohmann::json kinds = nlohmann::json::array();
     for (const KindErrorReport& k : r.verify->by_kind) {
-      kinds.push_back({{"kind", std::string(to_string(k.kind))},
-                       {"max_rel_error", k.max_rel_error},
-                       {"rows_checked", k.rows_checked},
-                       {"worst", {{"layer", k.layer}, {"request", k.request},
-                                  {"position", k.position}}}});
+      kinds.push_back(
+          {{"kind", std::string(to_string(k.kind))},
+           {"max_rel_error", k.max_rel_error},
+           {"rows_checked", k.rows_checked},
+           {"worst", {{"layer", k.layer}, {"request", k.request}, {"position", k.position}}}});
     }
     verify = {{"max_rel_error", r.verify->max_rel_error},
               {"tolerance", r.verify->tolerance},
@@ -110,28 +111,28 @@ nlohmann::json to_json(const RunReport& r) {
 
 std::string to_text(const RunReport& r) {
   std::string out;
-  out += fmt::format("Ran {} requests of {} on {} ({}, KV cache {}): {} steps, {} tokens "
-                     "({} prefill, {} decode){}\n",
-                     r.requests, r.model, r.platform, r.dtype, r.kv_cache_dtype, r.steps,
-                     r.tokens, r.prefill_tokens, r.decode_tokens,
-                     r.encoder_tokens > 0 ? fmt::format(", {} encoder tokens", r.encoder_tokens)
-                                          : std::string());
+  out += fmt::format(
+      "Ran {} requests of {} on {} ({}, KV cache {}): {} steps, {} tokens "
+      "({} prefill, {} decode){}\n",
+      r.requests, r.model, r.platform, r.dtype, r.kv_cache_dtype, r.steps, r.tokens,
+      r.prefill_tokens, r.decode_tokens,
+      r.encoder_tokens > 0 ? fmt::format(", {} encoder tokens", r.encoder_tokens) : std::string());
   for (const std::string& note : r.notes) out += fmt::format("  note: {}\n", note);
-  out += fmt::format("Throughput: {:.0f} tokens/s (engine {:.3f} s, attention {:.3f} s at "
-                     "{:.2f} GB/s; wall {:.3f} s)\n",
-                     r.tokens_per_s, r.engine_seconds, r.attention_seconds, r.attention_gb_per_s,
-                     r.wall_seconds);
-  out += fmt::format("KV cache: peak {} of {} blocks ({:.0f}%), {}, preemptions: {}\n",
-                     r.blocks_peak, r.blocks_total,
-                     r.blocks_total > 0 ? 100.0 * r.blocks_peak / r.blocks_total : 0.0,
-                     human_bytes(static_cast<double>(r.kv_cache_bytes)), r.preemptions);
+  out += fmt::format(
+      "Throughput: {:.0f} tokens/s (engine {:.3f} s, attention {:.3f} s at "
+      "{:.2f} GB/s; wall {:.3f} s)\n",
+      r.tokens_per_s, r.engine_seconds, r.attention_seconds, r.attention_gb_per_s, r.wall_seconds);
+  out +=
+      fmt::format("KV cache: peak {} of {} blocks ({:.0f}%), {}, preemptions: {}\n", r.blocks_peak,
+                  r.blocks_total, r.blocks_total > 0 ? 100.0 * r.blocks_peak / r.blocks_total : 0.0,
+                  human_bytes(static_cast<double>(r.kv_cache_bytes)), r.preemptions);
   out += "KV-cache groups (planned -> executed):\n";
   for (const GroupRunReport& g : r.groups) {
     const std::string planned = names_or_dash(g.backends_planned);
     const std::string executed = names_or_dash(g.backends_executed);
     const bool same = planned == executed;
-    out += fmt::format("  group {}: {:<48} layers {:<14} {} -> {}{}{}, peak {} blocks\n", g.id,
-                       g.spec, format_layer_ranges(g.layers), planned, executed,
+    out += fmt::format("  group {}: {:<48} layers {:<14} {} ({}) -> {}{}{}, peak {} blocks\n", g.id,
+                       g.spec, format_layer_ranges(g.layers), planned, g.chosen_by, executed,
                        same || g.backends_executed.empty() ? "" : "  [differs from the plan]",
                        g.kernel_block_size != g.block_size && g.kernel_block_size > 0
                            ? fmt::format(" (kernel blocks of {})", g.kernel_block_size)
@@ -142,18 +143,18 @@ std::string to_text(const RunReport& r) {
     out += "Verification: not requested (--verify checks outputs against dense attention)\n";
   } else {
     const VerifyReport& v = *r.verify;
-    out += fmt::format("Verification: {} - max relative error {:.3g} (tolerance {:.3g}) over {} "
-                       "output rows ({})\n",
-                       v.passed ? "PASSED" : "FAILED", v.max_rel_error, v.tolerance,
-                       v.rows_checked,
-                       v.samples_per_layer_step == 0
-                           ? std::string("every row")
-                           : fmt::format("{} sampled per layer per step", v.samples_per_layer_step));
+    out += fmt::format(
+        "Verification: {} - max relative error {:.3g} (tolerance {:.3g}) over {} "
+        "output rows ({})\n",
+        v.passed ? "PASSED" : "FAILED", v.max_rel_error, v.tolerance, v.rows_checked,
+        v.samples_per_layer_step == 0
+            ? std::string("every row")
+            : fmt::format("{} sampled per layer per step", v.samples_per_layer_step));
     for (const KindErrorReport& k : v.by_kind) {
-      out += fmt::format("  {:<26} max rel error {:.3g} over {} rows (worst: layer {}, request "
-                         "{}, position {})\n",
-                         to_string(k.kind), k.max_rel_error, k.rows_checked, k.layer, k.request,
-                         k.position);
+      out += fmt::format(
+          "  {:<26} max rel error {:.3g} over {} rows (worst: layer {}, request "
+          "{}, position {})\n",
+          to_string(k.kind), k.max_rel_error, k.rows_checked, k.layer, k.request, k.position);
     }
   }
   return out;

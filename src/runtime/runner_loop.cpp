@@ -57,10 +57,13 @@ uint64_t fold_bytes(uint64_t h, const HostTensor& t) {
 // Keys a query row of `layer` attends over, for the verifier.
 QuerySite site_of(const AttentionLayerParams& layer, const StepRow& row) {
   switch (layer.attn_type) {
-    case AttentionType::kDecoder: return {row.request, row.position, row.position + 1};
-    case AttentionType::kEncoderDecoder: return {row.request, row.position, row.encoder_len};
+    case AttentionType::kDecoder:
+      return {row.request, row.position, row.position + 1};
+    case AttentionType::kEncoderDecoder:
+      return {row.request, row.position, row.encoder_len};
     case AttentionType::kEncoder:
-    case AttentionType::kEncoderOnly: break;
+    case AttentionType::kEncoderOnly:
+      break;
   }
   return {row.request, row.position, row.seq_end};
 }
@@ -95,8 +98,9 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
   report.kv_cache_dtype = std::string(to_string(options.kv_cache_dtype));
   report.notes = notes;
   if (one_pass) {
-    report.notes.push_back("encoder-only model: each prompt runs in one pass without a KV "
-                           "cache (output length taken as 1)");
+    report.notes.push_back(
+        "encoder-only model: each prompt runs in one pass without a KV "
+        "cache (output length taken as 1)");
   }
   report.requests = static_cast<int>(requests.size());
   report.blocks_total = num_blocks - 1;
@@ -191,8 +195,8 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
       const int idx = p.layer_index;
       const auto num_rows = static_cast<int64_t>(rows.size());
 
-      const HostTensor q = generate_rows(gen, QkvStream::kQuery, qsrc, idx, rows, p.num_heads,
-                                         p.head_size);
+      const HostTensor q =
+          generate_rows(gen, QkvStream::kQuery, qsrc, idx, rows, p.num_heads, p.head_size);
       HostTensor k, v;
       if (!kv_rows.empty()) {
         k = generate_rows(gen, QkvStream::kKey, ksrc, idx, kv_rows, p.num_kv_heads, p.head_size);
@@ -214,13 +218,13 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
       ++groups[g].forward_calls;
 
       // Bytes the call moves: queries, outputs, fresh K/V, and the cached keys it reads.
-      const double kv_token_bytes = layer.kv_spec.has_cache()
-                                        ? static_cast<double>(layer.kv_spec.bytes_per_token())
-                                        : static_cast<double>(p.num_kv_heads) *
-                                              (p.head_size + p.head_size_v) * elem;
-      double bytes = static_cast<double>(num_rows) * p.num_heads * (p.head_size + p.head_size_v) *
-                         elem +
-                     static_cast<double>(kv_rows.size()) * kv_token_bytes;
+      const double kv_token_bytes =
+          layer.kv_spec.has_cache()
+              ? static_cast<double>(layer.kv_spec.bytes_per_token())
+              : static_cast<double>(p.num_kv_heads) * (p.head_size + p.head_size_v) * elem;
+      double bytes =
+          static_cast<double>(num_rows) * p.num_heads * (p.head_size + p.head_size_v) * elem +
+          static_cast<double>(kv_rows.size()) * kv_token_bytes;
       for (const ScheduledChunk& c : step.chunks) {
         const RequestSpec& r = scheduler.request(c.request_id);
         double keys = 0;
@@ -238,9 +242,9 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
       report.attention_bytes += bytes;
 
       if (options.verify.enabled) {
-        for (const int row : rows_to_verify(static_cast<int>(num_rows),
-                                            options.verify.samples_per_layer_step, gen.seed(),
-                                            step.step, idx)) {
+        for (const int row :
+             rows_to_verify(static_cast<int>(num_rows), options.verify.samples_per_layer_step,
+                            gen.seed(), step.step, idx)) {
           const QuerySite site = site_of(p, rows[static_cast<size_t>(row)]);
           const double err =
               row_relative_error(read_row(out.view(), row), verifier.expected_output(p, site));
@@ -264,9 +268,8 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
   report.preemptions = scheduler.num_preemptions();
   report.wall_seconds = seconds_since(wall_start);
   report.tokens_per_s = report.engine_seconds > 0 ? report.tokens / report.engine_seconds : 0.0;
-  report.attention_gb_per_s = report.attention_seconds > 0
-                                  ? report.attention_bytes / report.attention_seconds / 1e9
-                                  : 0.0;
+  report.attention_gb_per_s =
+      report.attention_seconds > 0 ? report.attention_bytes / report.attention_seconds / 1e9 : 0.0;
   for (size_t g = 0; g < groups.size(); ++g) {
     const KvCacheGroup& kg = kv_config.groups[g];
     GroupRunReport gr;
@@ -283,7 +286,8 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
         chosen_by.push_back(why);
       }
     }
-    for (const std::string& why : chosen_by) gr.chosen_by += (gr.chosen_by.empty() ? "" : "+") + why;
+    for (const std::string& why : chosen_by)
+      gr.chosen_by += (gr.chosen_by.empty() ? "" : "+") + why;
     gr.backends_executed.assign(groups[g].executed.begin(), groups[g].executed.end());
     gr.block_size = kg.has_cache() ? kg.cache_block_size() : 0;
     gr.kernel_block_size = kg.kernel_block_size;
@@ -294,7 +298,8 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
   }
   if (options.verify.enabled) {
     VerifyReport v;
-    v.tolerance = options.verify.tolerance > 0 ? options.verify.tolerance : default_tolerance(dtype);
+    v.tolerance =
+        options.verify.tolerance > 0 ? options.verify.tolerance : default_tolerance(dtype);
     v.max_rel_error = stats.max_rel_error();
     v.rows_checked = stats.rows_checked();
     v.passed = v.rows_checked > 0 && v.max_rel_error <= v.tolerance;

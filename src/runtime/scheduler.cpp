@@ -45,16 +45,16 @@ void Scheduler::add_request(const RequestSpec& r) {
   if (r.arrival_step < 0) bad(fmt::format("arrival step {} must not be negative", r.arrival_step));
   if (r.encoder_len < 0) bad(fmt::format("encoder length {} must not be negative", r.encoder_len));
   if (!options_.chunked_prefill && r.total_computed_tokens() > options_.max_batch_tokens) {
-    bad(fmt::format("{} tokens must run in one pass but the step budget is {} tokens (raise "
+    bad(
+        fmt::format("{} tokens must run in one pass but the step budget is {} tokens (raise "
                     "--max-batch-tokens)",
                     r.total_computed_tokens(), options_.max_batch_tokens));
   }
   states_.emplace(r.id, State{r});
   // Keep the queue ordered by arrival (stable for equal steps): first come, first served.
-  const auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), r.arrival_step,
-                                    [&](int step, int id) {
-                                      return step < state(id).spec.arrival_step;
-                                    });
+  const auto pos =
+      std::upper_bound(waiting_.begin(), waiting_.end(), r.arrival_step,
+                       [&](int step, int id) { return step < state(id).spec.arrival_step; });
   waiting_.insert(pos, r.id);
 }
 
@@ -76,15 +76,15 @@ void Scheduler::preempt(int id, SchedulerStep& out) {
 }
 
 void Scheduler::throw_cannot_fit(const State& s, int num_new) const {
-  throw Error(ErrorCode::kOutOfMemory,
-              fmt::format("the KV cache cannot hold request {} even alone: it needs blocks for "
-                          "{} tokens{} in every KV-cache group but only {} blocks are usable "
-                          "(raise --num-blocks or --kv-cache-memory, or shorten requests)",
-                          s.spec.id, s.num_computed + num_new,
-                          s.spec.encoder_len > 0
-                              ? fmt::format(" (+{} encoder tokens)", s.spec.encoder_len)
-                              : std::string(),
-                          allocator_.num_usable_blocks()));
+  throw Error(
+      ErrorCode::kOutOfMemory,
+      fmt::format("the KV cache cannot hold request {} even alone: it needs blocks for "
+                  "{} tokens{} in every KV-cache group but only {} blocks are usable "
+                  "(raise --num-blocks or --kv-cache-memory, or shorten requests)",
+                  s.spec.id, s.num_computed + num_new,
+                  s.spec.encoder_len > 0 ? fmt::format(" (+{} encoder tokens)", s.spec.encoder_len)
+                                         : std::string(),
+                  allocator_.num_usable_blocks()));
 }
 
 SchedulerStep Scheduler::schedule() {

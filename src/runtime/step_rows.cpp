@@ -6,8 +6,8 @@
 
 namespace attnkit {
 
-HostTensor generate_rows(const QkvGenerator& gen, QkvStream stream, TokenSource source,
-                         int layer, std::span<const StepRow> rows, int heads, int dim) {
+HostTensor generate_rows(const QkvGenerator& gen, QkvStream stream, TokenSource source, int layer,
+                         std::span<const StepRow> rows, int heads, int dim) {
   const auto n = static_cast<int64_t>(rows.size());
   const ScalarType type = scalar_type_of(gen.dtype());
   HostTensor t(type, {n, heads, dim});

@@ -25,8 +25,8 @@ struct StepRow {
 };
 
 // A [rows.size(), heads, dim] tensor of `stream` values of `layer`.
-HostTensor generate_rows(const QkvGenerator& gen, QkvStream stream, TokenSource source,
-                         int layer, std::span<const StepRow> rows, int heads, int dim);
+HostTensor generate_rows(const QkvGenerator& gen, QkvStream stream, TokenSource source, int layer,
+                         std::span<const StepRow> rows, int heads, int dim);
 
 // Row `row` of a [rows, heads * dim] output, as floats.
 std::vector<float> read_row(const TensorView& output, int row);

@@ -27,8 +27,8 @@ AttentionLayerParams decoder_layer(int heads, int kv_heads, int d) {
 std::vector<float> value_row(const QkvGenerator& g, const AttentionLayerParams& p, int request,
                              int position) {
   std::vector<float> v(static_cast<size_t>(p.num_kv_heads) * p.head_size_v);
-  g.fill_row(QkvStream::kValue, key_source(p), p.layer_index, request, position,
-             p.num_kv_heads, p.head_size_v, v.data());
+  g.fill_row(QkvStream::kValue, key_source(p), p.layer_index, request, position, p.num_kv_heads,
+             p.head_size_v, v.data());
   return v;
 }
 
@@ -187,9 +187,8 @@ TEST(RowRelativeError, IsRelativeToTheRowMaximumAndCatchesNonFinite) {
   EXPECT_NEAR(row_relative_error(std::vector<float>{1.0f, -2.1f, 0.5f}, expected), 0.05, 1e-6);
   EXPECT_TRUE(std::isinf(row_relative_error(std::vector<float>{NAN, -2.0f, 0.5f}, expected)));
   EXPECT_TRUE(std::isinf(row_relative_error(std::vector<float>{1.0f}, expected)));
-  EXPECT_DOUBLE_EQ(row_relative_error(std::vector<float>{0.0f, 0.25f},
-                                      std::vector<float>{0.0f, 0.0f}),
-                   0.25);
+  EXPECT_DOUBLE_EQ(
+      row_relative_error(std::vector<float>{0.0f, 0.25f}, std::vector<float>{0.0f, 0.0f}), 0.25);
   EXPECT_LT(default_tolerance(DType::kFloat32), default_tolerance(DType::kBFloat16));
 }
 

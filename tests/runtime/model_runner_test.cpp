@@ -80,9 +80,11 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ModelRunner, ComputesPromptPlusOutputMinusOneTokensPerRequest) {
   SmallRun s;
   const RunReport r = run_small(s);
-  const auto requests = make_workload({.num_requests = s.requests, .min_prompt_len = s.min_prompt,
+  const auto requests = make_workload({.num_requests = s.requests,
+                                       .min_prompt_len = s.min_prompt,
                                        .max_prompt_len = s.max_prompt,
-                                       .output_len = s.output_len, .seed = s.seed});
+                                       .output_len = s.output_len,
+                                       .seed = s.seed});
   long expected = 0;
   for (const RequestSpec& q : requests) expected += q.total_computed_tokens();
   EXPECT_EQ(r.tokens, expected);

@@ -23,15 +23,15 @@ struct SmallRun {
   int output_len = 5;
   int min_encoder = 10, max_encoder = 30;  // encoder-decoder models only
   int max_batch_tokens = 48;
-  int num_blocks = 0;  // 0 = plenty
-  int block_size = 0;  // 0 = the backends' choice
+  int num_blocks = 0;      // 0 = plenty
+  int block_size = 0;      // 0 = the backends' choice
   int verify_samples = 0;  // 0 = every row
   uint64_t seed = 1;
 };
 
 inline RunReport run_small(const SmallRun& s) {
-  const ModelDescription model = load_model(std::string(ATTNKIT_MODELS_DIR) + "/" + s.model +
-                                            ".json");
+  const ModelDescription model =
+      load_model(std::string(ATTNKIT_MODELS_DIR) + "/" + s.model + ".json");
   const Selector selector(s.attention_config.empty() ? AttentionConfig{}
                                                      : parse_attention_config(s.attention_config));
   RunnerOptions o;
@@ -47,8 +47,10 @@ inline RunReport run_small(const SmallRun& s) {
   o.verify.enabled = true;
   o.verify.samples_per_layer_step = s.verify_samples;
   ModelRunner runner(model, cpu_platform(), selector, o);
-  WorkloadOptions w{.num_requests = s.requests, .min_prompt_len = s.min_prompt,
-                    .max_prompt_len = s.max_prompt, .output_len = s.output_len,
+  WorkloadOptions w{.num_requests = s.requests,
+                    .min_prompt_len = s.min_prompt,
+                    .max_prompt_len = s.max_prompt,
+                    .output_len = s.output_len,
                     .seed = s.seed};
   if (runner.is_encoder_decoder()) {
     w.min_encoder_len = s.min_encoder;

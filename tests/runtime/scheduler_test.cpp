@@ -124,9 +124,12 @@ TEST(Scheduler, EveryRequestComputesPromptPlusOutputMinusOneTokens) {
   SchedulerOptions o{.max_batch_tokens = 48, .max_num_seqs = 3};
   Scheduler s(o, alloc);
   std::map<int, int> expected, seen;
-  for (const RequestSpec& r : make_workload({.num_requests = 9, .min_prompt_len = 1,
-                                             .max_prompt_len = 90, .output_len = 5,
-                                             .arrival_interval = 2, .seed = 7})) {
+  for (const RequestSpec& r : make_workload({.num_requests = 9,
+                              .min_prompt_len = 1,
+                              .max_prompt_len = 90,
+                              .output_len = 5,
+                              .arrival_interval = 2,
+                              .seed = 7})) {
     s.add_request(r);
     expected[r.id] = r.total_computed_tokens();
   }
@@ -258,9 +261,14 @@ TEST(Scheduler, RejectsBadRequestsAndOptions) {
 }
 
 TEST(Workload, IsReproducibleAndWithinItsRanges) {
-  const WorkloadOptions o{.num_requests = 50, .min_prompt_len = 10, .max_prompt_len = 20,
-                          .output_len = 3, .arrival_interval = 1, .min_encoder_len = 5,
-                          .max_encoder_len = 9, .seed = 42};
+  const WorkloadOptions o{.num_requests = 50,
+                          .min_prompt_len = 10,
+                          .max_prompt_len = 20,
+                          .output_len = 3,
+                          .arrival_interval = 1,
+                          .min_encoder_len = 5,
+                          .max_encoder_len = 9,
+                          .seed = 42};
   const auto a = make_workload(o);
   const auto b = make_workload(o);
   ASSERT_EQ(a.size(), 50u);

@@ -29,8 +29,8 @@ class QkvGenerator {
   DType dtype() const { return dtype_; }
 
   // One element, already rounded to the compute dtype.
-  float value(QkvStream stream, TokenSource source, int layer, int request, int position,
-              int head, int dim) const;
+  float value(QkvStream stream, TokenSource source, int layer, int request, int position, int head,
+              int dim) const;
   // The row of `heads` x `dim` elements of one token into out[heads * dim] (head-major).
   void fill_row(QkvStream stream, TokenSource source, int layer, int request, int position,
                 int heads, int dim, float* out) const;

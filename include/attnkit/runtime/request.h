@@ -15,11 +15,11 @@
 namespace attnkit {
 
 struct RequestSpec {
-  int id = 0;           // unique, >= 0; also the generator's request coordinate
-  int prompt_len = 1;   // >= 1
-  int output_len = 1;   // >= 1 tokens to generate
-  int arrival_step = 0; // the first scheduler step that may admit it
-  int encoder_len = 0;  // encoder-decoder models only; 0 otherwise
+  int id = 0;            // unique, >= 0; also the generator's request coordinate
+  int prompt_len = 1;    // >= 1
+  int output_len = 1;    // >= 1 tokens to generate
+  int arrival_step = 0;  // the first scheduler step that may admit it
+  int encoder_len = 0;   // encoder-decoder models only; 0 otherwise
 
   // Tokens the model computes over the request's life (prefill + decodes).
   int total_computed_tokens() const { return prompt_len + output_len - 1; }

@@ -56,20 +56,20 @@ struct RunReport {
   std::string kv_cache_dtype;
   std::vector<std::string> notes;  // e.g. reductions applied, encoder-only one-pass
   int requests = 0;
-  int steps = 0;             // scheduler steps that ran (idle gaps skipped)
-  long tokens = 0;           // tokens the model computed (prefill + decode)
-  long prefill_tokens = 0;   // of which prompt (and recomputed) tokens
+  int steps = 0;            // scheduler steps that ran (idle gaps skipped)
+  long tokens = 0;          // tokens the model computed (prefill + decode)
+  long prefill_tokens = 0;  // of which prompt (and recomputed) tokens
   long decode_tokens = 0;
-  long generated_tokens = 0; // tokens sampled (output_len per request)
-  long encoder_tokens = 0;   // encoder-decoder: encoder tokens encoded
+  long generated_tokens = 0;  // tokens sampled (output_len per request)
+  long encoder_tokens = 0;    // encoder-decoder: encoder tokens encoded
   // Seconds spent in the engine path: scheduling, block tables, metadata builds and
   // forward calls (synthesising inputs and verifying are excluded).
   double engine_seconds = 0.0;
-  double attention_seconds = 0.0;  // forward calls only
-  double wall_seconds = 0.0;       // everything, verification included
-  double tokens_per_s = 0.0;       // tokens / engine_seconds
-  double attention_bytes = 0.0;    // Q, K/V read and written, outputs
-  double attention_gb_per_s = 0.0; // attention_bytes / attention_seconds / 1e9
+  double attention_seconds = 0.0;   // forward calls only
+  double wall_seconds = 0.0;        // everything, verification included
+  double tokens_per_s = 0.0;        // tokens / engine_seconds
+  double attention_bytes = 0.0;     // Q, K/V read and written, outputs
+  double attention_gb_per_s = 0.0;  // attention_bytes / attention_seconds / 1e9
   int preemptions = 0;
   int blocks_peak = 0;   // most pool blocks in use at once (all groups)
   int blocks_total = 0;  // usable pool blocks (null block excluded)

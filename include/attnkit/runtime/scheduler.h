@@ -118,8 +118,8 @@ class Scheduler {
   SchedulerOptions options_;
   KvBlockAllocator& allocator_;
   std::unordered_map<int, State> states_;  // by request id
-  std::deque<int> waiting_;    // request ids, front first
-  std::vector<int> running_;   // request ids in admission order
+  std::deque<int> waiting_;                // request ids, front first
+  std::vector<int> running_;               // request ids in admission order
   int step_ = 0;
   int num_preemptions_ = 0;
   int num_finished_ = 0;
