@@ -78,7 +78,10 @@ TEST(RunCommand, VerifyIsNullWhenNotAsked) {
 }
 
 TEST(RunCommand, TextShowsSelectionThroughputBlocksAndVerification) {
-  const CliResult r = run_cli(kSmall + "--verify --model whisper-tiny --encoder-len 10:20");
+  // Cross attention on REFERENCE: see the whisper case of model_runner_test.cpp.
+  const CliResult r = run_cli(kSmall + "--verify --model whisper-tiny --encoder-len 10:20 " +
+                              R"(--attention-config '{"backend_per_kind": )" +
+                              R"({"cross_attention": "REFERENCE"}}')");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* want :
        {"Selection", "cross_attention", "Throughput:", "tokens/s", "GB/s", "KV cache: peak",
