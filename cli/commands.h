@@ -16,4 +16,8 @@ void add_backends_command(CLI::App& app);
 // drives real steps through the selected backends and reports what ran.
 void add_run_command(CLI::App& app);
 
+// attnkit conformance --backend NAME [--full] [--json]: checks a backend against REFERENCE
+// over the cases its capabilities declare; exits non-zero when one fails.
+void add_conformance_command(CLI::App& app);
+
 }  // namespace attnkit::cli
