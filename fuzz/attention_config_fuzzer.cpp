@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    attnkit::fuzz::check_attention_config(std::string_view(reinterpret_cast<const char*>(data), size));
+    attnkit::fuzz::check_attention_config(
+        std::string_view(reinterpret_cast<const char*>(data), size));
   } catch (const attnkit::fuzz::PropertyViolation& e) {
     std::fprintf(stderr, "%s\n", e.what());
     std::abort();

@@ -4,7 +4,6 @@
 // throws attnkit::Error. Violations throw PropertyViolation; any other exception escaping
 // is a bug too.
 #include <nlohmann/json.hpp>
-
 #include <string_view>
 
 #include "attnkit/core/error.h"

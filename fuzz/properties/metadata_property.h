@@ -30,15 +30,13 @@ class ByteReader {
   size_t pos_ = 0;
 };
 
-
-
 inline void check_metadata(const uint8_t* data, size_t size) {
   ByteReader in(data, size);
   KvCacheGroup group;
   const auto kinds = all_values<KvCacheKind>();
   group.spec.kind = kinds[in.u8() % kinds.size()];
-  const int cache_block = 1 << (in.u8() % 7);          // 1 .. 64
-  const int split = 1 << (in.u8() % 3);                // 1, 2, 4 kernel blocks per block
+  const int cache_block = 1 << (in.u8() % 7);  // 1 .. 64
+  const int split = 1 << (in.u8() % 3);        // 1, 2, 4 kernel blocks per block
   group.spec.block_size = cache_block;
   group.kernel_block_size = std::max(1, cache_block / split);
   group.spec.num_kv_heads = 1;
@@ -91,7 +89,7 @@ inline void check_metadata(const uint8_t* data, size_t size) {
       const auto block = static_cast<int32_t>(slot / m.block_size);
       ATTNKIT_PROPERTY(block != m.null_block_id);
       ATTNKIT_PROPERTY(std::find(m.block_table.begin(), m.block_table.end(), block) !=
-              m.block_table.end());
+                       m.block_table.end());
     }
   }
 }

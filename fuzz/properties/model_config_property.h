@@ -21,8 +21,8 @@ inline void check_model_config(std::string_view text) {
   for (const LayerSpec& layer : model.layers) {
     if (!layer.is_attention) continue;
     try {
-      const SelectorConfig config = selector_config(
-          layer, DType::kBFloat16, KvCacheDType::kAuto, std::nullopt);
+      const SelectorConfig config =
+          selector_config(layer, DType::kBFloat16, KvCacheDType::kAuto, std::nullopt);
       const AttentionLayerParams params =
           layer_params(layer, DType::kBFloat16, KvCacheDType::kAuto);
       // A layer the reader accepted must be a shape attention can have.

@@ -11,7 +11,8 @@ struct PropertyViolation : std::logic_error {
 
 }  // namespace attnkit::fuzz
 
-#define ATTNKIT_PROPERTY(cond)                                                         \
-  do {                                                                                  \
-    if (!(cond)) throw ::attnkit::fuzz::PropertyViolation(std::string("property violated: ") + #cond); \
+#define ATTNKIT_PROPERTY(cond)                                                              \
+  do {                                                                                      \
+    if (!(cond))                                                                            \
+      throw ::attnkit::fuzz::PropertyViolation(std::string("property violated: ") + #cond); \
   } while (false)
