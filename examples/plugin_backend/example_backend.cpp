@@ -138,6 +138,12 @@ AttnkitStatus* builder_build(AttnkitBuilder* handle, const AttnkitCommonMetadata
                        "EXAMPLE_CPU: malformed metadata (num_reqs %d, tokens %d, block_size %d)",
                        m->num_reqs, m->num_actual_tokens, m->block_size);
   }
+  // Decoder attention: every query token brings one fresh K/V row, hence one slot.
+  if (m->num_slots != m->num_actual_tokens) {
+    return make_status(ATTNKIT_STATUS_INVALID_ARGUMENT,
+                       "EXAMPLE_CPU: %d slots for %d tokens; decoder steps have one per token",
+                       m->num_slots, m->num_actual_tokens);
+  }
   if (m->num_actual_tokens > b->capacity) {
     const size_t bytes = sizeof(int32_t) * static_cast<size_t>(m->num_actual_tokens);
     int32_t* request = static_cast<int32_t*>(realloc(b->plan.token_request, bytes));

@@ -330,13 +330,18 @@ typedef struct AttnkitCommonMetadata {
    * in order; unused entries hold null_block_id. */
   const int32_t* block_table;
   int32_t max_blocks_per_req;
-  int32_t block_size;          /* kernel block size the block table is expressed in */
-  const int64_t* slot_mapping; /* [num_actual_tokens]: block*block_size+offset; -1 = skip */
+  int32_t block_size; /* kernel block size the block table is expressed in */
+  /* [num_slots]: one entry per row of forward()'s fresh key/value, the cache slot
+   * (block*block_size + offset) that row is written to; -1 = do not write. Decoder kinds:
+   * num_slots = num_actual_tokens (row t = token t); encoder-only: all -1; cross
+   * attention: one per encoder token whose K/V is written this step, 0 once cached. */
+  const int64_t* slot_mapping;
   int32_t max_query_len;
   int32_t max_seq_len;
   int32_t causal;
   const int32_t* encoder_seq_lens; /* [B] cross attention only, else NULL */
   int32_t null_block_id;
+  int32_t num_slots; /* entries in slot_mapping */
 } AttnkitCommonMetadata;
 
 /* One layer's paged KV cache. Host-owned, call (the tensors' memory is the host's cache,

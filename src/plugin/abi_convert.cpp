@@ -328,6 +328,7 @@ AttnkitCommonMetadata to_c(const CommonAttentionMetadata& m) {
   c.causal = m.causal;
   c.encoder_seq_lens = m.encoder_seq_lens.empty() ? nullptr : m.encoder_seq_lens.data();
   c.null_block_id = m.null_block_id;
+  c.num_slots = static_cast<int32_t>(m.slot_mapping.size());
   return c;
 }
 

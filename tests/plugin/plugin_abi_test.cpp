@@ -27,6 +27,7 @@ TEST(PluginAbi, VersionOneFieldOffsetsNeverChange) {
   EXPECT_EQ(offsetof(AttnkitLayerParams, mla_rope_dim), 88u);
   EXPECT_EQ(offsetof(AttnkitCommonMetadata, slot_mapping), 48u);
   EXPECT_EQ(offsetof(AttnkitCommonMetadata, null_block_id), 80u);
+  EXPECT_EQ(offsetof(AttnkitCommonMetadata, num_slots), 84u);
   EXPECT_EQ(offsetof(AttnkitKvCache, storage_dtype), 32u);
   EXPECT_EQ(offsetof(AttnkitBackendDesc, probe), 40u);
   EXPECT_EQ(offsetof(AttnkitBackendDesc, impl_forward), 96u);
