@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   app.fallthrough();
 
   attnkit::cli::add_backends_command(app);
+  attnkit::cli::add_explain_command(app);
 
   try {
     app.parse(argc, argv);
