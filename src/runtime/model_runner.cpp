@@ -110,7 +110,8 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
         ErrorCode::kInvalidArgument,
         fmt::format("--num-blocks {} must be at least 2 (block 0 is the null block)", num_blocks));
   }
-  storage = std::make_unique<KvCacheStorage>(kv_config, num_blocks);
+  io = std::make_unique<DeviceIo>(platform.kind);
+  storage = std::make_unique<KvCacheStorage>(kv_config, num_blocks, io->kv_allocator());
 
   // 3. Builders per group (per backend), implementations per layer.
   groups.resize(kv_config.groups.size());
@@ -142,12 +143,6 @@ ModelRunner::ModelRunner(ModelDescription model, const Platform& platform, const
                             "executes real steps (use `attnkit explain --platform {}` to see "
                             "what would be selected there)",
                             platform.to_string(), platform.to_string()));
-  }
-  if (platform.kind != PlatformKind::kCpu) {
-    throw Error(ErrorCode::kUnsupported,
-                fmt::format("attnkit run executes on the CPU (host tensors); platform {} is "
-                            "not supported by the runner yet (valid: cpu)",
-                            platform.to_string()));
   }
   std::vector<std::string> notes;
   ModelDescription reduced =

@@ -11,6 +11,7 @@
 #include "attnkit/kv_cache/kv_cache_storage.h"
 #include "attnkit/runtime/model_runner.h"
 #include "attnkit/runtime/qkv_generator.h"
+#include "runtime/device_io.h"
 
 namespace attnkit {
 
@@ -44,6 +45,7 @@ struct ModelRunner::Impl {
   std::vector<PlannedLayer> planned;
   KvCacheConfig kv_config;
   int num_blocks = 0;
+  std::unique_ptr<DeviceIo> io;  // where tensors live: host, or the CUDA device
   std::unique_ptr<KvCacheStorage> storage;
   std::vector<Group> groups;
 

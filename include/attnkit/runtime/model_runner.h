@@ -84,8 +84,9 @@ struct PlannedLayer {
 class ModelRunner {
  public:
   // Selects, plans and allocates. `selector` (and its registry) must outlive the runner.
-  // Throws Error when selection fails, when the platform is not this machine's, or when
-  // the cache options are bad.
+  // `platform` must be this machine's: its CPU, or its CUDA device (tensors and the KV
+  // cache then live in device memory; needs a CUDA build). Throws Error when selection
+  // fails, for a described (not local) platform, or when the cache options are bad.
   ModelRunner(ModelDescription model, const Platform& platform, const Selector& selector,
               RunnerOptions options);
   ~ModelRunner();
