@@ -60,6 +60,10 @@ struct BackendCapabilities {
   std::vector<std::pair<std::string, std::string>> describe() const;
 };
 
+// True when a cache block of `block_size` tokens can be served by kernels of these block
+// sizes: directly, or viewed as several kernel blocks of a size that divides it.
+bool block_size_servable(const SizeRule& kernel_block_sizes, int block_size);
+
 // One reason per unmet requirement of `config` on `platform`, each naming the value and
 // what is supported, e.g. "head_size 96 not supported (supported: 64, 128, 256)".
 // Checks the platform kind and compute-capability range, not whether this binary carries

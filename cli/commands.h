@@ -1,0 +1,15 @@
+#pragma once
+// The attnkit sub-commands. Each lives in its own file (cli/<cmd>_command.cpp), adds itself
+// to the application with add_<cmd>_command(), and is called once from cli/main.cpp.
+// A command reports user errors by throwing attnkit::Error; main() prints the message to
+// stderr and exits non-zero.
+
+#include <CLI/CLI.hpp>
+
+namespace attnkit::cli {
+
+// attnkit backends [--platform P] [--json]: registered backends, their capabilities and
+// whether this binary can run them on the platform.
+void add_backends_command(CLI::App& app);
+
+}  // namespace attnkit::cli

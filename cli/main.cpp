@@ -1,0 +1,35 @@
+// attnkit: the command-line tool. Each sub-command lives in its own file (commands.h).
+// User errors (attnkit::Error, bad flags) print one message on stderr and exit non-zero.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include "attnkit/build_config.h"
+#include "attnkit/core/error.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "attnkit: pluggable attention backends over a paged KV cache. Backends declare what "
+      "they can do; the selector picks, for every layer, the best one that can run it.",
+      "attnkit"};
+  app.set_version_flag("--version", std::string("attnkit ") + ATTNKIT_VERSION_STRING);
+  app.require_subcommand(1);
+  app.fallthrough();
+
+  attnkit::cli::add_backends_command(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const attnkit::Error& e) {
+    std::cerr << "attnkit: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "attnkit: internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

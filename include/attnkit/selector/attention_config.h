@@ -1,0 +1,73 @@
+#pragma once
+// AttentionConfig: the user's say in backend selection (DESIGN.md, step 3 "Select").
+//
+// JSON form (every key optional; unknown keys are errors):
+//   {
+//     "backend": "CPU_FLASH",                       // global choice, or "auto" (default)
+//     "backend_per_kind": {"sliding_window": "REFERENCE", "full_attention": "auto"},
+//     "override_mode": "strict"                      // or "prefer"
+//   }
+// A layer whose kind is in backend_per_kind uses that choice; other layers use the global
+// `backend`, or automatic selection. strict: a chosen backend that cannot serve a layer is
+// an error listing its reasons; prefer: fall back to automatic selection with a warning.
+// The environment variable ATTNKIT_ATTENTION_BACKEND sets the global backend; setting it
+// together with a config `backend` is an error (they are mutually exclusive).
+
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+
+#include "attnkit/core/enums.h"
+#include "attnkit/registry/registry.h"
+
+namespace attnkit {
+
+inline constexpr std::string_view kAutoBackend = "auto";
+inline constexpr const char* kAttentionBackendEnvVar = "ATTNKIT_ATTENTION_BACKEND";
+
+enum class OverrideMode { kStrict, kPrefer };
+
+// Where the global `backend` came from.
+enum class BackendSource {
+  kDefault,  // nobody set it: automatic selection
+  kConfig,   // the attention config's "backend" key
+  kEnv,      // ATTNKIT_ATTENTION_BACKEND
+};
+
+struct AttentionConfig {
+  // Canonical (upper-case) backend name, or "auto".
+  std::string backend{kAutoBackend};
+  BackendSource backend_source = BackendSource::kDefault;
+  // Kind -> canonical backend name or "auto" (automatic for that kind, whatever `backend`).
+  std::map<KvCacheKind, std::string> backend_per_kind;
+  OverrideMode override_mode = OverrideMode::kStrict;
+
+  bool operator==(const AttentionConfig&) const = default;
+};
+
+// Parses the JSON text above, checking every name against `registry`. Throws Error naming
+// the bad value and listing the valid ones (invalid JSON, non-object, unknown key, wrong
+// value type, unknown backend, unregistered CUSTOM, unknown kind, duplicate kind, unknown
+// override_mode).
+AttentionConfig parse_attention_config(std::string_view json_text,
+                                       const BackendRegistry& registry = global_registry());
+
+// Applies ATTNKIT_ATTENTION_BACKEND: `env_value` is its value (nullptr or empty = unset).
+// Throws Error when it names an unknown backend, or when `config.backend` was set by the
+// config too.
+AttentionConfig apply_backend_env(AttentionConfig config, const char* env_value,
+                                  const BackendRegistry& registry = global_registry());
+// The same, reading the process environment.
+AttentionConfig apply_backend_env(AttentionConfig config,
+                                  const BackendRegistry& registry = global_registry());
+
+// The JSON form (what parse_attention_config reads back).
+nlohmann::json to_json(const AttentionConfig& config);
+
+std::string_view to_string(OverrideMode mode);
+std::string_view to_string(BackendSource source);
+// "strict" or "prefer", case-insensitive; otherwise Error listing both.
+OverrideMode parse_override_mode(std::string_view text);
+
+}  // namespace attnkit

@@ -1,0 +1,115 @@
+#pragma once
+// The selector (DESIGN.md, step 3 "Select"): matches one layer (a SelectorConfig) on a
+// platform to a backend, honouring the user's AttentionConfig, and says why.
+//
+// For a layer of kind K the user's choice is backend_per_kind[K], else the global backend
+// (from the config or ATTNKIT_ATTENTION_BACKEND), else automatic selection. Automatic
+// selection walks priority_list() and takes the first valid backend; every candidate is
+// validated and its reasons kept for the report. A user choice that cannot serve the layer
+// is an error (strict) or falls back to automatic selection with a warning (prefer).
+//
+// "Valid" on a local platform includes that this binary carries the backend's kernels for
+// it. On a platform that is only described (Platform::is_local false, e.g. cuda:9.0 asked
+// on a CPU machine) selection matches capabilities only and reports the binary's reason as
+// a note, so one can explain what a GPU machine with a full build would choose.
+//
+// Results are cached per distinct (choice, layer config, platform, registry state): the
+// same layer asked twice returns the same result object.
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnkit/backend/selector_config.h"
+#include "attnkit/core/platform.h"
+#include "attnkit/registry/registry.h"
+#include "attnkit/selector/attention_config.h"
+
+namespace attnkit {
+
+// Why the chosen backend was chosen.
+enum class ChosenBy {
+  kAuto,     // automatic selection (no user choice, or a prefer-mode fallback)
+  kGlobal,   // the attention config's global "backend"
+  kPerKind,  // the attention config's backend_per_kind for this layer's kind
+  kEnv,      // ATTNKIT_ATTENTION_BACKEND
+};
+
+struct CandidateReport {
+  std::string backend;
+  // Why it cannot serve the layer; empty = valid.
+  std::vector<std::string> reasons;
+  // Described platforms only: why this binary could not run it there (not a rejection).
+  std::optional<std::string> binary_note;
+  // True for the user's own choice (listed first), false for the automatic walk.
+  bool user_choice = false;
+
+  bool valid() const { return reasons.empty(); }
+  bool operator==(const CandidateReport&) const = default;
+};
+
+struct SelectionResult {
+  std::string backend;  // the chosen backend (canonical name)
+  ChosenBy chosen_by = ChosenBy::kAuto;
+  // The user's choice for this layer ("auto" when none) and how it was to be honoured.
+  std::string requested{kAutoBackend};
+  OverrideMode override_mode = OverrideMode::kStrict;
+  KvCacheKind kind = KvCacheKind::kFullAttention;
+  SelectorConfig config;
+  std::string platform;  // Platform::to_string()
+  bool platform_is_local = false;
+  // The user's choice first (when there is one), then the automatic walk in priority order
+  // (only when it ran: no user choice, or a prefer-mode fallback).
+  std::vector<CandidateReport> candidates;
+  std::vector<std::string> warnings;
+  // Whether this binary can run the chosen backend on the platform (always true on a local
+  // platform); binary_reason says why not.
+  bool runnable = true;
+  std::optional<std::string> binary_reason;
+};
+
+class Selector {
+ public:
+  // `config` should already carry ATTNKIT_ATTENTION_BACKEND (apply_backend_env). The
+  // registry must outlive the selector.
+  explicit Selector(AttentionConfig config = {},
+                    const BackendRegistry& registry = global_registry());
+
+  // Selects the backend of one layer. Throws Error(kUnsupported) when the user's choice
+  // cannot serve it in strict mode (listing its reasons), or when no candidate can
+  // (listing every candidate with its reasons).
+  std::shared_ptr<const SelectionResult> select(const SelectorConfig& layer,
+                                                const Platform& platform) const;
+
+  // The user's choice for layers of `kind` and where it comes from; {"auto", kAuto} when
+  // the user made none.
+  std::pair<std::string, ChosenBy> choice_for(KvCacheKind kind) const;
+
+  const AttentionConfig& attention_config() const { return config_; }
+  const BackendRegistry& registry() const { return registry_; }
+  // Distinct results computed so far (for tests of the cache).
+  size_t cache_size() const;
+
+ private:
+  struct CacheKey {
+    std::string choice;
+    ChosenBy chosen_by;
+    SelectorConfig layer;
+    std::string platform;
+    bool platform_is_local;
+    uint64_t registry_generation;
+    bool operator==(const CacheKey&) const = default;
+  };
+  SelectionResult compute(const SelectorConfig& layer, const Platform& platform) const;
+
+  AttentionConfig config_;
+  const BackendRegistry& registry_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::pair<CacheKey, std::shared_ptr<const SelectionResult>>> cache_;
+};
+
+std::string_view to_string(ChosenBy chosen_by);
+
+}  // namespace attnkit

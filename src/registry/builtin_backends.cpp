@@ -1,0 +1,23 @@
+// The one explicit list of built-in backends (no static-initialiser registration).
+// Each backend folder exposes `std::unique_ptr<AttentionBackend> make_<name>_backend();`
+// in its header; add its include and ONE line to the list below, e.g.
+//   #include "backends/reference/reference_backend.h"
+//       {"REFERENCE", make_reference_backend},
+// The order here is the order `attnkit backends` lists them; selection priority is
+// decided per platform by the selector (src/selector/priority.cpp). "CUSTOM" is reserved
+// for users (see BackendRegistry) and must not appear here.
+#include <vector>
+
+#include "attnkit/registry/registry.h"
+#include "backends/reference/reference_backend.h"
+
+namespace attnkit {
+
+std::span<const BuiltinBackend> builtin_backends() {
+  static const std::vector<BuiltinBackend> kBuiltinBackends = {
+      {"REFERENCE", make_reference_backend},
+  };
+  return kBuiltinBackends;
+}
+
+}  // namespace attnkit

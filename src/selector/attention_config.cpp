@@ -1,0 +1,162 @@
+#include "attnkit/selector/attention_config.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "attnkit/core/error.h"
+
+namespace attnkit {
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "auto" (any case) or the registry's canonical name; throws the registry's errors.
+std::string canonical_choice(std::string_view name, const BackendRegistry& registry) {
+  if (iequals(name, kAutoBackend)) return std::string(kAutoBackend);
+  return registry.canonical_name(name);
+}
+
+const std::string& expect_string(const nlohmann::json& value, std::string_view where) {
+  if (!value.is_string()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Attention config: {} must be a string, got {} {}", where,
+                            value.type_name(), value.dump()));
+  }
+  return value.get_ref<const std::string&>();
+}
+
+}  // namespace
+
+std::string_view to_string(OverrideMode mode) {
+  switch (mode) {
+    case OverrideMode::kStrict:
+      return "strict";
+    case OverrideMode::kPrefer:
+      return "prefer";
+  }
+  return "?";
+}
+
+std::string_view to_string(BackendSource source) {
+  switch (source) {
+    case BackendSource::kDefault:
+      return "default";
+    case BackendSource::kConfig:
+      return "config";
+    case BackendSource::kEnv:
+      return "env";
+  }
+  return "?";
+}
+
+OverrideMode parse_override_mode(std::string_view text) {
+  if (iequals(text, "strict")) return OverrideMode::kStrict;
+  if (iequals(text, "prefer")) return OverrideMode::kPrefer;
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("Unknown override_mode '{}'. Valid options are: prefer, strict", text));
+}
+
+AttentionConfig parse_attention_config(std::string_view json_text,
+                                       const BackendRegistry& registry) {
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Attention config is not valid JSON: {}", e.what()));
+  }
+  if (!root.is_object()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Attention config must be a JSON object, got {} {}", root.type_name(),
+                            root.dump()));
+  }
+
+  AttentionConfig config;
+  for (const auto& [key, value] : root.items()) {
+    if (key == "backend") {
+      config.backend = canonical_choice(expect_string(value, "'backend'"), registry);
+      config.backend_source = BackendSource::kConfig;
+    } else if (key == "backend_per_kind") {
+      if (!value.is_object()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("Attention config: 'backend_per_kind' must be an object mapping "
+                                "KV cache group kinds to backend names, got {} {}",
+                                value.type_name(), value.dump()));
+      }
+      for (const auto& [kind_text, name] : value.items()) {
+        KvCacheKind kind;
+        try {
+          kind = parse<KvCacheKind>(kind_text);
+        } catch (const Error&) {
+          throw Error(ErrorCode::kNotFound,
+                      fmt::format("Unknown KV cache group kind '{}' in backend_per_kind. Valid "
+                                  "kinds are: {}",
+                                  kind_text, valid_spellings<KvCacheKind>()));
+        }
+        const std::string where = fmt::format("backend_per_kind['{}']", kind_text);
+        std::string choice = canonical_choice(expect_string(name, where), registry);
+        if (!config.backend_per_kind.emplace(kind, std::move(choice)).second) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("KV cache group kind '{}' appears twice in backend_per_kind",
+                                  to_string(kind)));
+        }
+      }
+    } else if (key == "override_mode") {
+      config.override_mode = parse_override_mode(expect_string(value, "'override_mode'"));
+    } else {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Unknown key '{}' in attention config. Valid keys are: backend, "
+                              "backend_per_kind, override_mode",
+                              key));
+    }
+  }
+  return config;
+}
+
+AttentionConfig apply_backend_env(AttentionConfig config, const char* env_value,
+                                  const BackendRegistry& registry) {
+  if (env_value == nullptr || *env_value == '\0') return config;
+  if (config.backend_source == BackendSource::kConfig) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}={} and the attention config's 'backend' ({}) are mutually "
+                            "exclusive; set only one of them",
+                            kAttentionBackendEnvVar, env_value, config.backend));
+  }
+  try {
+    config.backend = canonical_choice(env_value, registry);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{} (set by {})", e.what(), kAttentionBackendEnvVar));
+  }
+  config.backend_source = BackendSource::kEnv;
+  return config;
+}
+
+AttentionConfig apply_backend_env(AttentionConfig config, const BackendRegistry& registry) {
+  return apply_backend_env(std::move(config), std::getenv(kAttentionBackendEnvVar), registry);
+}
+
+nlohmann::json to_json(const AttentionConfig& config) {
+  nlohmann::json out = nlohmann::json::object();
+  out["backend"] = config.backend;
+  nlohmann::json per_kind = nlohmann::json::object();
+  for (const auto& [kind, name] : config.backend_per_kind) {
+    per_kind[std::string(to_string(kind))] = name;
+  }
+  out["backend_per_kind"] = per_kind;
+  out["override_mode"] = std::string(to_string(config.override_mode));
+  return out;
+}
+
+}  // namespace attnkit

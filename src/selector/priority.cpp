@@ -1,0 +1,72 @@
+#include "attnkit/selector/priority.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace attnkit {
+namespace {
+
+// "8.0" for 80.
+std::string format_cc(int cc) { return fmt::format("{}.{}", cc / 10, cc % 10); }
+
+}  // namespace
+
+std::vector<std::string> builtin_priority(PlatformKind platform, bool use_mla) {
+  switch (platform) {
+    case PlatformKind::kCpu:
+      return {"CPU_FLASH", "REFERENCE"};
+    case PlatformKind::kCuda:
+      // MLA layers try the latent-KV kernels first; the general backends stay on the list
+      // so that a report says why each of them cannot serve the layer either.
+      if (use_mla) return {"CUDA_MLA", "CUDA_FLASH", "CUDA_PAGED"};
+      return {"CUDA_FLASH", "CUDA_PAGED"};
+  }
+  return {};
+}
+
+std::vector<std::string> priority_list(const BackendRegistry& registry, const Platform& platform,
+                                       const SelectorConfig& config) {
+  std::vector<std::string> out;
+  for (const std::string& name : builtin_priority(platform.kind, config.use_mla)) {
+    if (registry.contains(name)) out.push_back(name);
+  }
+  for (const std::string& name : registry.names()) {
+    if (registry.is_builtin_name(name)) continue;
+    if (std::find(out.begin(), out.end(), name) != out.end()) continue;
+    if (registry.get(name)->capabilities().platform != platform.kind) continue;
+    out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> platform_reasons(const AttentionBackend& backend, const Platform& platform,
+                                          bool include_binary) {
+  std::vector<std::string> reasons;
+  const BackendCapabilities& caps = backend.capabilities();
+  // Same wording as validate_capabilities(), which checks these per layer.
+  if (caps.platform != platform.kind) {
+    reasons.push_back(
+        fmt::format("runs on {}, not on {}", to_string(caps.platform), platform.to_string()));
+    return reasons;
+  }
+  if (platform.kind == PlatformKind::kCuda) {
+    const int cc = platform.compute_capability();
+    if (caps.min_compute_capability > 0 && cc < caps.min_compute_capability) {
+      reasons.push_back(fmt::format("compute capability {} is below the minimum {}", format_cc(cc),
+                                    format_cc(caps.min_compute_capability)));
+    }
+    if (caps.max_compute_capability > 0 && cc > caps.max_compute_capability) {
+      reasons.push_back(fmt::format("compute capability {} is above the maximum {}", format_cc(cc),
+                                    format_cc(caps.max_compute_capability)));
+    }
+  }
+  if (include_binary) {
+    if (std::optional<std::string> why = backend.binary_reason(platform)) {
+      reasons.push_back(*why);
+    }
+  }
+  return reasons;
+}
+
+}  // namespace attnkit
