@@ -31,9 +31,16 @@ std::vector<std::string> priority_list(const BackendRegistry& registry, const Pl
   for (const std::string& name : builtin_priority(platform.kind, config.use_mla)) {
     if (registry.contains(name)) out.push_back(name);
   }
+  // Names with a place in some built-in list keep that place (or none, like CUDA_MLA for a
+  // non-MLA layer), also when a test or application registered them at run time.
+  std::vector<std::string> placed;
+  for (PlatformKind other : all_values<PlatformKind>()) {
+    for (std::string& name : builtin_priority(other, /*use_mla=*/true))
+      placed.push_back(std::move(name));
+  }
   for (const std::string& name : registry.names()) {
     if (registry.is_builtin_name(name)) continue;
-    if (std::find(out.begin(), out.end(), name) != out.end()) continue;
+    if (std::find(placed.begin(), placed.end(), name) != placed.end()) continue;
     if (registry.get(name)->capabilities().platform != platform.kind) continue;
     out.push_back(name);
   }

@@ -1,7 +1,8 @@
 #pragma once
 // A test backend with chosen capabilities: validate() comes from the real capability
-// checks (plus optional combination reasons), binary_reason() can be forced, and the
-// builder/impl factories are not meant to be called (selection never does).
+// checks (plus optional combination reasons); binary_reason() is nullopt (this binary can
+// run it anywhere) unless a reason is set; the builder/impl factories are not meant to be
+// called (selection never does).
 
 #include <functional>
 #include <memory>
@@ -26,9 +27,8 @@ class FakeBackend : public AttentionBackend {
   std::string_view description() const override { return "test backend"; }
   const BackendCapabilities& capabilities() const override { return caps_; }
 
-  std::optional<std::string> binary_reason(const Platform& platform) const override {
-    if (forced_binary_reason_) return forced_binary_reason_;
-    return AttentionBackend::binary_reason(platform);
+  std::optional<std::string> binary_reason(const Platform& /*platform*/) const override {
+    return forced_binary_reason_;
   }
   std::unique_ptr<MetadataBuilder> make_builder(
       const KvCacheSpec& /*spec*/, const AttentionLayerParams& /*layer*/) const override {

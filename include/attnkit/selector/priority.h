@@ -3,8 +3,9 @@
 //
 //   CPU:  CPU_FLASH, REFERENCE
 //   CUDA: CUDA_MLA (MLA layers only), CUDA_FLASH, CUDA_PAGED   (REFERENCE never on CUDA)
-// followed by every backend registered at run time (not a built-in name) that declares
-// this platform kind, in registration order. Names that are not registered are skipped.
+// followed by every backend registered at run time under a name of its own (not a built-in
+// name, not one of the names above) that declares this platform kind, in registration
+// order. Names that are not registered are skipped.
 
 #include <string>
 #include <vector>
