@@ -75,7 +75,8 @@ double median_ms(F&& run) {
   check(cudaEventSynchronize(b), "sync");
   float once = 0;
   check(cudaEventElapsedTime(&once, a, b), "elapsed");
-  const int iters_per_batch = static_cast<int>(std::clamp(25.0 / std::max(once, 1e-3f), 1.0, 500.0));
+  const int iters_per_batch =
+      static_cast<int>(std::clamp(25.0 / std::max(once, 1e-3f), 1.0, 500.0));
   std::vector<double> times;
   int call = 2;
   for (int rep = 0; rep < 7; ++rep) {
@@ -197,8 +198,10 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   KvCacheTensors cache;
   cache.layout = KvLayout::kNHD;
   cache.block_size = bs;
-  cache.key = TensorView::contiguous(k_cache.ptr, ScalarType::kBFloat16, {total_blocks, bs, KVH, D}, dev);
-  cache.value = TensorView::contiguous(v_cache.ptr, ScalarType::kBFloat16, {total_blocks, bs, KVH, D}, dev);
+  cache.key =
+      TensorView::contiguous(k_cache.ptr, ScalarType::kBFloat16, {total_blocks, bs, KVH, D}, dev);
+  cache.value =
+      TensorView::contiguous(v_cache.ptr, ScalarType::kBFloat16, {total_blocks, bs, KVH, D}, dev);
   const TensorView qv = TensorView::contiguous(q.ptr, ScalarType::kBFloat16, {T, H, D}, dev);
   const TensorView ov = TensorView::contiguous(out.ptr, ScalarType::kBFloat16, {T, H, D}, dev);
   const TensorView kv = TensorView::contiguous(key.ptr, ScalarType::kBFloat16, {T, KVH, D}, dev);
@@ -209,9 +212,7 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   r.shape = s;
   r.backend = backend_name;
   r.ms = median_ms(
-      [&](int i) {
-        impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(i % sets)], ov);
-      });
+      [&](int i) { impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(i % sets)], ov); });
   check(cudaDeviceSynchronize(), "forward");
   const double bytes = static_cast<double>(set_bytes) + 2.0 * T * H * D * 2;
   r.gbs = bytes / (r.ms * 1e-3) / 1e9;
@@ -241,12 +242,14 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs; device-to-device copy: %.0f GB/s (read + write)\n", prop.name,
               prop.multiProcessorCount, copy_gbs);
 
-  std::vector<Shape> decode = {{"decode", 1, 16384, 32, 8, 128},  {"decode", 16, 4096, 32, 8, 128},
-                               {"decode", 64, 2048, 32, 8, 128},  {"decode", 128, 1024, 32, 8, 128},
-                               {"decode", 64, 4096, 4, 1, 256},   {"decode", 64, 4096, 64, 8, 64, true}};
-  std::vector<Shape> prefill = {{"prefill", 8, 2048, 16, 16, 128}, {"prefill", 2, 8192, 16, 16, 128},
-                                {"prefill", 1, 16384, 16, 16, 128}, {"prefill", 2, 8192, 32, 32, 64},
-                                {"prefill", 2, 8192, 8, 8, 256},   {"prefill", 4, 4096, 32, 8, 128}};
+  std::vector<Shape> decode = {
+      {"decode", 1, 16384, 32, 8, 128}, {"decode", 16, 4096, 32, 8, 128},
+      {"decode", 64, 2048, 32, 8, 128}, {"decode", 128, 1024, 32, 8, 128},
+      {"decode", 64, 4096, 4, 1, 256},  {"decode", 64, 4096, 64, 8, 64, true}};
+  std::vector<Shape> prefill = {
+      {"prefill", 8, 2048, 16, 16, 128},  {"prefill", 2, 8192, 16, 16, 128},
+      {"prefill", 1, 16384, 16, 16, 128}, {"prefill", 2, 8192, 32, 32, 64},
+      {"prefill", 2, 8192, 8, 8, 256},    {"prefill", 4, 4096, 32, 8, 128}};
   if (quick) {
     decode.resize(2);
     prefill.resize(2);
@@ -271,7 +274,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
       return 1;
     }
-    std::fprintf(f, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name, copy_gbs);
+    std::fprintf(f, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name,
+                 copy_gbs);
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f,

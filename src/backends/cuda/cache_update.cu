@@ -35,10 +35,12 @@ __device__ void store_element(void* base, ScalarType type, int64_t i, float v) {
       break;
     case ScalarType::kFp8E4M3:
       // Saturating round-to-nearest-even, as vLLM's scaled fp8 conversion.
-      static_cast<__nv_fp8_storage_t*>(base)[i] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+      static_cast<__nv_fp8_storage_t*>(base)[i] =
+          __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
       break;
     case ScalarType::kFp8E5M2:
-      static_cast<__nv_fp8_storage_t*>(base)[i] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
+      static_cast<__nv_fp8_storage_t*>(base)[i] =
+          __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
       break;
     default:
       static_cast<float*>(base)[i] = v;
@@ -57,7 +59,8 @@ __global__ void cache_update_kernel(CacheUpdateParams p) {
   const int k_elems = p.num_kv_heads * p.head_size;
   for (int i = threadIdx.x; i < k_elems; i += blockDim.x) {
     const int h = i / p.head_size, d = i % p.head_size;
-    const float x = load_element(p.key, p.src_dtype, t * p.key_token_stride + h * p.key_head_stride + d);
+    const float x =
+        load_element(p.key, p.src_dtype, t * p.key_token_stride + h * p.key_head_stride + d);
     store_element(p.k_cache, p.kv_dtype,
                   block * p.k_block_stride + offset * p.k_token_stride + h * p.k_head_stride + d,
                   x * inv_k);

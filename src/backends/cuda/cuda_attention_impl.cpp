@@ -23,8 +23,8 @@ std::string_view family_name(KernelFamily family) {
 void check_view(std::string_view family, std::string_view what, const TensorView& t, int ndim,
                 ScalarType dtype) {
   auto fail = [&](const std::string& why) {
-    throw Error(ErrorCode::kInvalidArgument, std::string(family) + ": " + std::string(what) +
-                                                 " " + t.describe() + ": " + why);
+    throw Error(ErrorCode::kInvalidArgument,
+                std::string(family) + ": " + std::string(what) + " " + t.describe() + ": " + why);
   };
   if (t.device.type != DeviceType::kCuda) fail("must be on a CUDA device");
   if (t.ndim != ndim) fail("expected " + std::to_string(ndim) + " dimensions");
@@ -147,18 +147,18 @@ void CudaAttentionImpl::forward(const TensorView& query, const TensorView& key,
                       " differs from the kernel block size " + std::to_string(cache.block_size));
     }
     if (cache.block_size != common.block_size) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  std::string(name) + ": metadata block_size " + std::to_string(common.block_size) +
-                      " differs from the cache's kernel block size " +
-                      std::to_string(cache.block_size));
+      throw Error(ErrorCode::kInvalidArgument, std::string(name) + ": metadata block_size " +
+                                                   std::to_string(common.block_size) +
+                                                   " differs from the cache's kernel block size " +
+                                                   std::to_string(cache.block_size));
     }
     // Indices the kernels follow blindly: check them here, on the host copies.
     const int64_t num_blocks = cache.key.size(0);
     for (const int32_t b : common.block_table) {
       if (b < 0 || b >= num_blocks) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    std::string(name) + ": block_table entry " + std::to_string(b) +
-                        " outside the cache's " + std::to_string(num_blocks) + " blocks");
+        throw Error(ErrorCode::kInvalidArgument, std::string(name) + ": block_table entry " +
+                                                     std::to_string(b) + " outside the cache's " +
+                                                     std::to_string(num_blocks) + " blocks");
       }
     }
     for (const int64_t slot : common.slot_mapping) {

@@ -19,19 +19,20 @@ namespace attnkit::cuda {
 
 }  // namespace attnkit::cuda
 
-#define ATTNKIT_CUDA_CHECK(call)                                                   \
-  do {                                                                             \
-    const cudaError_t attnkit_status_ = (call);                                    \
-    if (attnkit_status_ != cudaSuccess) {                                          \
+#define ATTNKIT_CUDA_CHECK(call)                                                     \
+  do {                                                                               \
+    const cudaError_t attnkit_status_ = (call);                                      \
+    if (attnkit_status_ != cudaSuccess) {                                            \
       ::attnkit::cuda::throw_cuda_error(attnkit_status_, #call, __FILE__, __LINE__); \
-    }                                                                              \
+    }                                                                                \
   } while (false)
 
 // After a kernel launch: reports launch-configuration errors at the launch site.
-#define ATTNKIT_CUDA_CHECK_LAUNCH(kernel)                                                   \
-  do {                                                                                       \
-    const cudaError_t attnkit_status_ = cudaGetLastError();                                  \
-    if (attnkit_status_ != cudaSuccess) {                                                    \
-      ::attnkit::cuda::throw_cuda_error(attnkit_status_, "launch of " #kernel, __FILE__, __LINE__); \
-    }                                                                                        \
+#define ATTNKIT_CUDA_CHECK_LAUNCH(kernel)                                                \
+  do {                                                                                   \
+    const cudaError_t attnkit_status_ = cudaGetLastError();                              \
+    if (attnkit_status_ != cudaSuccess) {                                                \
+      ::attnkit::cuda::throw_cuda_error(attnkit_status_, "launch of " #kernel, __FILE__, \
+                                        __LINE__);                                       \
+    }                                                                                    \
   } while (false)

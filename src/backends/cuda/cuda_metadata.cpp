@@ -19,9 +19,8 @@ PlanShape plan_shape_for(KernelFamily family, const AttentionLayerParams& layer,
   shape.chunk_size = layer.chunk_size;
   shape.num_sms = num_sms;
 #if ATTNKIT_HAS_CUDA
-  const KernelGeometry geometry = family == KernelFamily::kFlash
-                                      ? flash_geometry(layer.head_size)
-                                      : paged_geometry(layer.head_size);
+  const KernelGeometry geometry = family == KernelFamily::kFlash ? flash_geometry(layer.head_size)
+                                                                 : paged_geometry(layer.head_size);
 #else
   // Same numbers as the kernels' configurations (flash_launch.cuh, paged_attention.cu),
   // so that plans made without CUDA (planning tests) match the GPU build.

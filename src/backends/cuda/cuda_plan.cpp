@@ -14,9 +14,10 @@ void check_metadata(const PlanShape& shape, const std::vector<int32_t>& query_st
                     const std::vector<int32_t>& seq_lens) {
   if (shape.num_kv_heads <= 0 || shape.num_heads <= 0 ||
       shape.num_heads % shape.num_kv_heads != 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "num_heads " + std::to_string(shape.num_heads) + " is not a positive multiple of "
-                "num_kv_heads " + std::to_string(shape.num_kv_heads));
+    throw Error(ErrorCode::kInvalidArgument, "num_heads " + std::to_string(shape.num_heads) +
+                                                 " is not a positive multiple of "
+                                                 "num_kv_heads " +
+                                                 std::to_string(shape.num_kv_heads));
   }
   if (query_start_loc.size() != seq_lens.size() + 1) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -24,9 +25,9 @@ void check_metadata(const PlanShape& shape, const std::vector<int32_t>& query_st
                     " entries, expected num_reqs + 1 = " + std::to_string(seq_lens.size() + 1));
   }
   if (query_start_loc.front() != 0) {
-    throw Error(ErrorCode::kInvalidArgument, "query_start_loc[0] is " +
-                                                 std::to_string(query_start_loc.front()) +
-                                                 ", expected 0");
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "query_start_loc[0] is " + std::to_string(query_start_loc.front()) + ", expected 0");
   }
   for (size_t i = 0; i < seq_lens.size(); ++i) {
     const int q_len = query_start_loc[i + 1] - query_start_loc[i];
@@ -54,7 +55,8 @@ KeyRange visible_key_range(const PlanShape& shape, int q_len, int kv_len, int ro
   const int p_max = kv_len - q_len + (row_end - 1) / group;
   KeyRange range{0, std::min(kv_len, p_max + 1)};
   if (shape.sliding_window > 0) range.lo = std::max(range.lo, p_min - shape.sliding_window + 1);
-  if (shape.chunk_size > 0) range.lo = std::max(range.lo, p_min / shape.chunk_size * shape.chunk_size);
+  if (shape.chunk_size > 0)
+    range.lo = std::max(range.lo, p_min / shape.chunk_size * shape.chunk_size);
   return range;
 }
 
@@ -110,8 +112,8 @@ CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_sta
     int split_len = std::max<int>(shape.min_split_len, ceil_div(work, target));
     split_len = ceil_div(split_len, shape.kv_tile) * shape.kv_tile;
     for (int i = 0; i < num_reqs; ++i) {
-      splits[static_cast<size_t>(i)] = std::clamp(
-          ceil_div(longest[static_cast<size_t>(i)], split_len), 1, shape.max_splits);
+      splits[static_cast<size_t>(i)] =
+          std::clamp(ceil_div(longest[static_cast<size_t>(i)], split_len), 1, shape.max_splits);
     }
   }
 

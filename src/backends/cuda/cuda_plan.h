@@ -21,12 +21,12 @@ namespace attnkit::cuda {
 // Plain ints so the array can be copied to the device as is. Layout shared with kernels.
 struct CudaWorkItem {
   int32_t seq = 0;
-  int32_t q_start = 0;   // first token row of the request in q/out
+  int32_t q_start = 0;  // first token row of the request in q/out
   int32_t q_len = 0;
   int32_t kv_len = 0;
   int32_t row_begin = 0;  // packed rows (see above), end exclusive
   int32_t row_end = 0;
-  int32_t kv_begin = 0;   // key positions this item reads, end exclusive
+  int32_t kv_begin = 0;  // key positions this item reads, end exclusive
   int32_t kv_end = 0;
   int32_t split = 0;
   int32_t num_splits = 1;
@@ -51,9 +51,9 @@ struct PlanShape {
   // small_rows rows; the others are cut into tiles of large_rows rows.
   int small_rows = 16;
   int large_rows = 64;
-  int kv_tile = 64;           // keys per tile of the kernel (split lengths are multiples)
-  int target_ctas = 0;        // split-KV until about this many CTAs (0: 4 * num_sms)
-  int min_split_len = 256;    // never split below this many keys per split
+  int kv_tile = 64;         // keys per tile of the kernel (split lengths are multiples)
+  int target_ctas = 0;      // split-KV until about this many CTAs (0: 4 * num_sms)
+  int min_split_len = 256;  // never split below this many keys per split
   int max_splits = 64;
 };
 

@@ -1,6 +1,5 @@
-#include "backends/cuda/device_buffer.h"
-
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_buffer.h"
 
 namespace attnkit::cuda {
 
@@ -23,8 +22,8 @@ void DeviceBuffer::reserve(size_t bytes) {
 
 void DeviceBuffer::upload(const void* src, size_t bytes, size_t offset) {
   if (bytes == 0) return;
-  ATTNKIT_CUDA_CHECK(cudaMemcpy(static_cast<char*>(data_) + offset, src, bytes,
-                                cudaMemcpyHostToDevice));
+  ATTNKIT_CUDA_CHECK(
+      cudaMemcpy(static_cast<char*>(data_) + offset, src, bytes, cudaMemcpyHostToDevice));
 }
 
 }  // namespace attnkit::cuda

@@ -50,8 +50,8 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
 __device__ __forceinline__ int64_t kv_token_offset(const PagedAttentionParams& p, int seq, int kpos,
                                                    int64_t block_stride, int64_t token_stride) {
   if (p.block_table != nullptr) {
-    const int block = p.block_table[static_cast<int64_t>(seq) * p.block_table_stride +
-                                    kpos / p.block_size];
+    const int block =
+        p.block_table[static_cast<int64_t>(seq) * p.block_table_stride + kpos / p.block_size];
     return block * block_stride + static_cast<int64_t>(kpos % p.block_size) * token_stride;
   }
   return static_cast<int64_t>(p.kv_start_loc[seq] + kpos) * token_stride;

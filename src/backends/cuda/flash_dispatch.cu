@@ -7,8 +7,8 @@
 namespace attnkit::cuda {
 
 KernelGeometry flash_geometry(int head_size) {
-  const int large_rows = head_size == 256 ? FlashLargeConfig<256>::type::kRows
-                                          : FlashLargeConfig<128>::type::kRows;
+  const int large_rows =
+      head_size == 256 ? FlashLargeConfig<256>::type::kRows : FlashLargeConfig<128>::type::kRows;
   return {FlashSmallConfig<128>::type::kRows, large_rows, FlashSmallConfig<128>::type::BN};
 }
 

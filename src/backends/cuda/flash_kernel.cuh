@@ -35,7 +35,7 @@ struct FlashConfig {
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   static constexpr int kRows = 16 * WM * WARPS_M;
   static constexpr int kWarpKeys = BN / WARPS_N;
-  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr int kChunks = D / 8;   // 16-byte chunks per row
   static constexpr int kOStride = D + 4;  // fp32 epilogue row stride (bank spread)
   static_assert(D % 64 == 0, "the swizzle needs at least 8 chunks per row");
   static_assert(kWarpKeys % 16 == 0, "a warp's keys form whole k16 steps of P*V");
@@ -306,7 +306,8 @@ __global__ void __launch_bounds__(C::kThreads)
     if (item.num_splits > 1) {
       const int64_t slot_row =
           static_cast<int64_t>(item.partial_base + token_in_req * item.num_splits + item.split) *
-              p.num_heads + head;
+              p.num_heads +
+          head;
       const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
       float4* dst = reinterpret_cast<float4*>(partial_o + slot_row * D + c * 8);
       dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);

@@ -9,14 +9,34 @@
 namespace attnkit::cuda {
 
 //                                     D   WM WARPS_M WARPS_N BN STAGES
-template <int D> struct FlashLargeConfig;
-template <> struct FlashLargeConfig<64> { using type = FlashConfig<64, 2, 4, 1, 64, 3>; };
-template <> struct FlashLargeConfig<128> { using type = FlashConfig<128, 2, 4, 1, 32, 3>; };
-template <> struct FlashLargeConfig<256> { using type = FlashConfig<256, 1, 4, 1, 32, 2>; };
-template <int D> struct FlashSmallConfig;
-template <> struct FlashSmallConfig<64> { using type = FlashConfig<64, 1, 1, 4, 64, 3>; };
-template <> struct FlashSmallConfig<128> { using type = FlashConfig<128, 1, 1, 4, 64, 3>; };
-template <> struct FlashSmallConfig<256> { using type = FlashConfig<256, 1, 1, 4, 64, 2>; };
+template <int D>
+struct FlashLargeConfig;
+template <>
+struct FlashLargeConfig<64> {
+  using type = FlashConfig<64, 2, 4, 1, 64, 3>;
+};
+template <>
+struct FlashLargeConfig<128> {
+  using type = FlashConfig<128, 2, 4, 1, 32, 3>;
+};
+template <>
+struct FlashLargeConfig<256> {
+  using type = FlashConfig<256, 1, 4, 1, 32, 2>;
+};
+template <int D>
+struct FlashSmallConfig;
+template <>
+struct FlashSmallConfig<64> {
+  using type = FlashConfig<64, 1, 1, 4, 64, 3>;
+};
+template <>
+struct FlashSmallConfig<128> {
+  using type = FlashConfig<128, 1, 1, 4, 64, 3>;
+};
+template <>
+struct FlashSmallConfig<256> {
+  using type = FlashConfig<256, 1, 1, 4, 64, 2>;
+};
 
 template <typename T, typename C>
 void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,

@@ -22,9 +22,9 @@
 namespace attnkit::cuda {
 namespace {
 
-constexpr int kRows = 4;      // packed rows per CTA
+constexpr int kRows = 4;  // packed rows per CTA
 constexpr int kWarps = 4;
-constexpr int kTile = 32;     // keys per warp tile (one per lane)
+constexpr int kTile = 32;  // keys per warp tile (one per lane)
 constexpr int kMaxHead = 256;
 
 struct Fp8E4M3Tag {};
@@ -115,7 +115,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int row = item.row_begin + r;
       const int token = item.q_start + row / group;
       const int head = kv_head * group + row % group;
-      v = to_float(static_cast<const T*>(p.q)[token * p.q_token_stride + head * p.q_head_stride + d]);
+      v = to_float(
+          static_cast<const T*>(p.q)[token * p.q_token_stride + head * p.q_head_stride + d]);
     }
     s_q[r][d] = v;
   }
@@ -235,7 +236,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (item.num_splits > 1) {
       const int64_t slot_row =
           static_cast<int64_t>(item.partial_base + token_in_req * item.num_splits + item.split) *
-              p.num_heads + head;
+              p.num_heads +
+          head;
       partial_o[slot_row * p.head_size_v + d] = sum > 0.0f ? o / sum : 0.0f;
       if (d == 0) partial_lse[slot_row] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
       continue;
@@ -246,8 +248,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float ref = fmaxf(big, sink);
       factor = safe_exp2(big, ref) / (sum * safe_exp2(big, ref) + exp2f(sink - ref));
     }
-    static_cast<T*>(p.out)[(item.q_start + token_in_req) * p.o_token_stride +
-                           head * p.o_head_stride + d] = from_float<T>(o * factor);
+    static_cast<T*>(
+        p.out)[(item.q_start + token_in_req) * p.o_token_stride + head * p.o_head_stride + d] =
+        from_float<T>(o * factor);
   }
 }
 
@@ -255,8 +258,8 @@ template <typename T, typename Kv>
 void launch_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                   const DevicePlan& plan) {
   if (count == 0) return;
-  paged_attention_kernel<T, Kv><<<dim3(count, p.num_kv_heads), kWarps * 32>>>(
-      p, items, plan.partial_o, plan.partial_lse);
+  paged_attention_kernel<T, Kv>
+      <<<dim3(count, p.num_kv_heads), kWarps * 32>>>(p, items, plan.partial_o, plan.partial_lse);
   ATTNKIT_CUDA_CHECK_LAUNCH(paged_attention_kernel);
 }
 

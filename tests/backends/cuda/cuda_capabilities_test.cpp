@@ -73,8 +73,8 @@ TEST(CudaCapabilities, PagedServesBroadFeatures) {
   SelectorConfig chunked;
   chunked.chunk_size = 8192;
   EXPECT_TRUE(paged->validate(chunked, h200).empty());
-  for (AttentionType t : {AttentionType::kEncoder, AttentionType::kEncoderOnly,
-                          AttentionType::kEncoderDecoder}) {
+  for (AttentionType t :
+       {AttentionType::kEncoder, AttentionType::kEncoderOnly, AttentionType::kEncoderDecoder}) {
     SelectorConfig c;
     c.attn_type = t;
     EXPECT_TRUE(paged->validate(c, h200).empty()) << to_string(t);

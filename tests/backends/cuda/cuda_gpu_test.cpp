@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,14 +26,16 @@ struct NamedCase {
   std::string name;
   GpuCase c;
 };
+// Readable test listings (ctest -N) instead of a byte dump.
+void PrintTo(const NamedCase& c, std::ostream* os) { *os << c.c.describe(); }
 
 std::vector<NamedCase> all_cases() {
   std::vector<NamedCase> out;
   auto add = [&](std::string name, GpuCase c) { out.push_back({std::move(name), std::move(c)}); };
   for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
     const std::string b = backend == std::string("CUDA_FLASH") ? "Flash" : "Paged";
-    const std::vector<int> heads = b == "Flash" ? std::vector<int>{64, 128, 256}
-                                                : std::vector<int>{16, 80, 128, 256};
+    const std::vector<int> heads =
+        b == "Flash" ? std::vector<int>{64, 128, 256} : std::vector<int>{16, 80, 128, 256};
     for (int d : heads) {
       for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
         const std::string ds = dt == DType::kBFloat16 ? "Bf16" : "Fp16";
@@ -140,16 +143,16 @@ std::vector<NamedCase> all_cases() {
       c.v_scale = 0.01f;
     }
     c.requests = {{1, 2000}, {70, 300}, {1, 5}};
-    add(std::string("PagedKv") + std::string(to_string(kv) == "fp8_e4m3" ? "Fp8E4M3"
-                                              : to_string(kv) == "fp8_e5m2" ? "Fp8E5M2"
-                                                                          : "Fp16UnderBf16"),
-        c);
+    const std::string kv_name = kv == KvCacheDType::kFp8E4M3   ? "Fp8E4M3"
+                                : kv == KvCacheDType::kFp8E5M2 ? "Fp8E5M2"
+                                                               : "Fp16UnderBf16";
+    add("PagedKv" + kv_name, c);
     GpuCase hnd = c;
     hnd.layout = KvLayout::kHND;
     hnd.head_size = 48;
     hnd.sinks = true;
     hnd.sliding_window = 200;
-    add(std::string("PagedKvHndD48") + std::to_string(static_cast<int>(kv)), hnd);
+    add("PagedKv" + kv_name + "HndD48WindowSinks", hnd);
   }
   return out;
 }

@@ -2,6 +2,8 @@
 // exactly one row tile, the splits of an item partition its visible key range, partial
 // slots are distinct, and split-KV kicks in only when the grid would be too small.
 
+#include "backends/cuda/cuda_plan.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <tuple>
 
 #include "attnkit/core/error.h"
-#include "backends/cuda/cuda_plan.h"
 
 namespace attnkit::cuda {
 namespace {
@@ -73,7 +74,8 @@ void expect_valid_plan(const PlanShape& shape, const std::vector<int>& q_lens,
       // Every key the row may see lies inside the covered range.
       int lo = 0;
       int hi = shape.causal ? pos + 1 : kv_len;
-      if (shape.causal && shape.sliding_window > 0) lo = std::max(0, pos - shape.sliding_window + 1);
+      if (shape.causal && shape.sliding_window > 0)
+        lo = std::max(0, pos - shape.sliding_window + 1);
       if (shape.causal && shape.chunk_size > 0) {
         lo = std::max(lo, pos / shape.chunk_size * shape.chunk_size);
       }

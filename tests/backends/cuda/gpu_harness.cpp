@@ -22,9 +22,9 @@ namespace attnkit::testing {
 
 std::string GpuCase::describe() const {
   std::ostringstream s;
-  s << backend << " " << to_string(dtype) << " kv=" << to_string(kv_dtype) << " heads "
-    << num_heads << "/" << num_kv_heads << " d" << head_size << " bs" << block_size << " "
-    << to_string(layout) << " " << to_string(attn_type);
+  s << backend << " " << to_string(dtype) << " kv=" << to_string(kv_dtype) << " heads " << num_heads
+    << "/" << num_kv_heads << " d" << head_size << " bs" << block_size << " " << to_string(layout)
+    << " " << to_string(attn_type);
   if (sliding_window) s << " window=" << sliding_window;
   if (chunk_size) s << " chunk=" << chunk_size;
   if (soft_cap > 0) s << " softcap=" << soft_cap;
@@ -229,7 +229,8 @@ GpuResult run_gpu_case(const GpuCase& c) {
   common.slot_mapping = has_cache ? slot_mapping : std::vector<int64_t>{};
   common.causal = causal;
   for (int i = 0; i < B; ++i) {
-    common.max_query_len = std::max(common.max_query_len, qsl[static_cast<size_t>(i) + 1] - qsl[static_cast<size_t>(i)]);
+    common.max_query_len = std::max(common.max_query_len,
+                                    qsl[static_cast<size_t>(i) + 1] - qsl[static_cast<size_t>(i)]);
     common.max_seq_len = std::max(common.max_seq_len, seq_lens[static_cast<size_t>(i)]);
   }
   if (cross) common.encoder_seq_lens = seq_lens;
@@ -287,7 +288,8 @@ GpuResult run_gpu_case(const GpuCase& c) {
       const int pos = kv_len - q_len + j;
       for (int h = 0; h < H; ++h) {
         const int kvh = h / group;
-        double m = c.sinks ? layer.sinks[static_cast<size_t>(h)] : -std::numeric_limits<double>::infinity();
+        double m = c.sinks ? layer.sinks[static_cast<size_t>(h)]
+                           : -std::numeric_limits<double>::infinity();
         for (int k = 0; k < kv_len; ++k) {
           bool visible = true;
           if (causal) {
@@ -310,7 +312,8 @@ GpuResult run_gpu_case(const GpuCase& c) {
         }
         double denom = c.sinks ? std::exp(layer.sinks[static_cast<size_t>(h)] - m) : 0.0;
         for (int k = 0; k < kv_len; ++k) {
-          const double e = std::isinf(p[static_cast<size_t>(k)]) ? 0.0 : std::exp(p[static_cast<size_t>(k)] - m);
+          const double e =
+              std::isinf(p[static_cast<size_t>(k)]) ? 0.0 : std::exp(p[static_cast<size_t>(k)] - m);
           p[static_cast<size_t>(k)] = e;
           denom += e;
         }
@@ -324,8 +327,8 @@ GpuResult run_gpu_case(const GpuCase& c) {
             }
             ref /= denom;
           }
-          const double got = load_as_float(out.data(), compute,
-                                           (static_cast<int64_t>(token) * H + h) * D + d);
+          const double got =
+              load_as_float(out.data(), compute, (static_cast<int64_t>(token) * H + h) * D + d);
           ++result.outputs;
           if (!std::isfinite(got)) {
             ++result.non_finite;

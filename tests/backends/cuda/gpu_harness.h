@@ -36,9 +36,9 @@ struct GpuCase {
 };
 
 struct GpuResult {
-  double rel_l2 = 0;       // ||out - ref|| / ||ref||
-  double max_abs = 0;      // max |out - ref|
-  int64_t non_finite = 0;  // outputs that are NaN/inf (poisoned and never written)
+  double rel_l2 = 0;             // ||out - ref|| / ||ref||
+  double max_abs = 0;            // max |out - ref|
+  int64_t non_finite = 0;        // outputs that are NaN/inf (poisoned and never written)
   int64_t cache_mismatches = 0;  // fresh K/V bytes in the cache that differ from expected
   int64_t outputs = 0;
 };
