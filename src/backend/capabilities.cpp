@@ -30,7 +30,8 @@ bool SizeRule::allows(int value) const {
 
 std::string SizeRule::describe() const {
   if (!exact.empty()) return fmt::format("{}", fmt::join(exact, ", "));
-  std::string s = multiple_of <= 1 ? std::string("any") : fmt::format("multiples of {}", multiple_of);
+  std::string s =
+      multiple_of <= 1 ? std::string("any") : fmt::format("multiples of {}", multiple_of);
   if (min > std::max(1, multiple_of)) s += fmt::format(" from {}", min);
   if (max > 0) s += fmt::format(" up to {}", max);
   return s;
@@ -94,7 +95,8 @@ std::vector<std::pair<std::string, std::string>> BackendCapabilities::describe()
   rows.emplace_back("non_causal", yes_no(non_causal));
   rows.emplace_back("batch_invariant", yes_no(batch_invariant));
   rows.emplace_back("kv_connector", yes_no(kv_connector));
-  rows.emplace_back("kv_layout", required_layout ? std::string(to_string(*required_layout)) : "NHD");
+  rows.emplace_back("kv_layout",
+                    required_layout ? std::string(to_string(*required_layout)) : "NHD");
   return rows;
 }
 
@@ -129,9 +131,10 @@ std::vector<std::string> validate_capabilities(const BackendCapabilities& caps,
     add(fmt::format("dtype {} not supported (supported: {})", to_string(c.dtype),
                     join_enums(caps.dtypes)));
   }
-  if (c.kv_cache_dtype != KvCacheDType::kAuto && !contains(caps.kv_cache_dtypes, c.kv_cache_dtype)) {
-    add(fmt::format("kv_cache_dtype {} not supported (supported: {})",
-                    to_string(c.kv_cache_dtype), join_enums(caps.kv_cache_dtypes)));
+  if (c.kv_cache_dtype != KvCacheDType::kAuto &&
+      !contains(caps.kv_cache_dtypes, c.kv_cache_dtype)) {
+    add(fmt::format("kv_cache_dtype {} not supported (supported: {})", to_string(c.kv_cache_dtype),
+                    join_enums(caps.kv_cache_dtypes)));
   }
   if (!caps.head_sizes.allows(c.head_size)) {
     add(fmt::format("head_size {} not supported (supported: {})", c.head_size,

@@ -7,9 +7,12 @@ namespace attnkit {
 KvCacheKind kind_of(const SelectorConfig& c) {
   switch (c.attn_type) {
     case AttentionType::kEncoder:
-    case AttentionType::kEncoderOnly: return KvCacheKind::kEncoderOnlyAttention;
-    case AttentionType::kEncoderDecoder: return KvCacheKind::kCrossAttention;
-    case AttentionType::kDecoder: break;
+    case AttentionType::kEncoderOnly:
+      return KvCacheKind::kEncoderOnlyAttention;
+    case AttentionType::kEncoderDecoder:
+      return KvCacheKind::kCrossAttention;
+    case AttentionType::kDecoder:
+      break;
   }
   if (c.use_mla) {
     return c.sliding_window ? KvCacheKind::kSlidingWindowMla : KvCacheKind::kMlaAttention;

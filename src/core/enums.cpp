@@ -1,10 +1,11 @@
 #include "attnkit/core/enums.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 namespace attnkit {
 namespace {
@@ -23,11 +24,11 @@ constexpr Spelling<DType> kDTypes[] = {
     {DType::kFloat32, "float"},   {DType::kFloat16, "half"},
 };
 constexpr Spelling<KvCacheDType> kKvCacheDTypes[] = {
-    {KvCacheDType::kAuto, "auto"},          {KvCacheDType::kFloat16, "float16"},
-    {KvCacheDType::kBFloat16, "bfloat16"},  {KvCacheDType::kFloat32, "float32"},
-    {KvCacheDType::kFp8E4M3, "fp8_e4m3"},   {KvCacheDType::kFp8E5M2, "fp8_e5m2"},
-    {KvCacheDType::kFp8E4M3, "fp8"},        {KvCacheDType::kFloat16, "fp16"},
-    {KvCacheDType::kBFloat16, "bf16"},      {KvCacheDType::kFloat32, "fp32"},
+    {KvCacheDType::kAuto, "auto"},         {KvCacheDType::kFloat16, "float16"},
+    {KvCacheDType::kBFloat16, "bfloat16"}, {KvCacheDType::kFloat32, "float32"},
+    {KvCacheDType::kFp8E4M3, "fp8_e4m3"},  {KvCacheDType::kFp8E5M2, "fp8_e5m2"},
+    {KvCacheDType::kFp8E4M3, "fp8"},       {KvCacheDType::kFloat16, "fp16"},
+    {KvCacheDType::kBFloat16, "bf16"},     {KvCacheDType::kFloat32, "fp32"},
 };
 constexpr Spelling<AttentionType> kAttentionTypes[] = {
     {AttentionType::kDecoder, "decoder"},
@@ -56,9 +57,9 @@ constexpr Spelling<ScalarType> kScalarTypes[] = {
 };
 
 constexpr DType kDTypeValues[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-constexpr KvCacheDType kKvCacheDTypeValues[] = {
-    KvCacheDType::kAuto,     KvCacheDType::kFloat16, KvCacheDType::kBFloat16,
-    KvCacheDType::kFloat32,  KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2};
+constexpr KvCacheDType kKvCacheDTypeValues[] = {KvCacheDType::kAuto,     KvCacheDType::kFloat16,
+                                                KvCacheDType::kBFloat16, KvCacheDType::kFloat32,
+                                                KvCacheDType::kFp8E4M3,  KvCacheDType::kFp8E5M2};
 constexpr AttentionType kAttentionTypeValues[] = {AttentionType::kDecoder, AttentionType::kEncoder,
                                                   AttentionType::kEncoderOnly,
                                                   AttentionType::kEncoderDecoder};
@@ -76,11 +77,11 @@ constexpr ScalarType kScalarTypeValues[] = {
 template <typename E>
 struct Table;
 #define ATTNKIT_ENUM_TABLE(E, spellings, values, what_name)        \
-  template <>                                                       \
-  struct Table<E> {                                                 \
-    static constexpr std::span<const Spelling<E>> rows{spellings};  \
-    static constexpr std::span<const E> all{values};                \
-    static constexpr std::string_view what = what_name;             \
+  template <>                                                      \
+  struct Table<E> {                                                \
+    static constexpr std::span<const Spelling<E>> rows{spellings}; \
+    static constexpr std::span<const E> all{values};               \
+    static constexpr std::string_view what = what_name;            \
   };
 ATTNKIT_ENUM_TABLE(DType, kDTypes, kDTypeValues, "dtype")
 ATTNKIT_ENUM_TABLE(KvCacheDType, kKvCacheDTypes, kKvCacheDTypeValues, "KV cache dtype")
@@ -130,10 +131,10 @@ std::string valid_spellings() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-#define ATTNKIT_INSTANTIATE(E)                          \
-  template E parse<E>(std::string_view);                \
-  template std::span<const E> all_values<E>();          \
-  template std::string valid_spellings<E>();            \
+#define ATTNKIT_INSTANTIATE(E)                 \
+  template E parse<E>(std::string_view);       \
+  template std::span<const E> all_values<E>(); \
+  template std::string valid_spellings<E>();   \
   std::string_view to_string(E v) { return canonical(v); }
 ATTNKIT_INSTANTIATE(DType)
 ATTNKIT_INSTANTIATE(KvCacheDType)
@@ -146,35 +147,52 @@ ATTNKIT_INSTANTIATE(ScalarType)
 
 size_t size_of(ScalarType t) {
   switch (t) {
-    case ScalarType::kFloat32: return 4;
-    case ScalarType::kFloat16: return 2;
-    case ScalarType::kBFloat16: return 2;
-    case ScalarType::kFp8E4M3: return 1;
-    case ScalarType::kFp8E5M2: return 1;
-    case ScalarType::kInt32: return 4;
-    case ScalarType::kInt64: return 8;
-    case ScalarType::kUInt8: return 1;
+    case ScalarType::kFloat32:
+      return 4;
+    case ScalarType::kFloat16:
+      return 2;
+    case ScalarType::kBFloat16:
+      return 2;
+    case ScalarType::kFp8E4M3:
+      return 1;
+    case ScalarType::kFp8E5M2:
+      return 1;
+    case ScalarType::kInt32:
+      return 4;
+    case ScalarType::kInt64:
+      return 8;
+    case ScalarType::kUInt8:
+      return 1;
   }
   return 0;
 }
 
 ScalarType scalar_type_of(DType d) {
   switch (d) {
-    case DType::kFloat32: return ScalarType::kFloat32;
-    case DType::kFloat16: return ScalarType::kFloat16;
-    case DType::kBFloat16: return ScalarType::kBFloat16;
+    case DType::kFloat32:
+      return ScalarType::kFloat32;
+    case DType::kFloat16:
+      return ScalarType::kFloat16;
+    case DType::kBFloat16:
+      return ScalarType::kBFloat16;
   }
   return ScalarType::kFloat32;
 }
 
 ScalarType scalar_type_of(KvCacheDType kv, DType compute) {
   switch (kv) {
-    case KvCacheDType::kAuto: return scalar_type_of(compute);
-    case KvCacheDType::kFloat16: return ScalarType::kFloat16;
-    case KvCacheDType::kBFloat16: return ScalarType::kBFloat16;
-    case KvCacheDType::kFloat32: return ScalarType::kFloat32;
-    case KvCacheDType::kFp8E4M3: return ScalarType::kFp8E4M3;
-    case KvCacheDType::kFp8E5M2: return ScalarType::kFp8E5M2;
+    case KvCacheDType::kAuto:
+      return scalar_type_of(compute);
+    case KvCacheDType::kFloat16:
+      return ScalarType::kFloat16;
+    case KvCacheDType::kBFloat16:
+      return ScalarType::kBFloat16;
+    case KvCacheDType::kFloat32:
+      return ScalarType::kFloat32;
+    case KvCacheDType::kFp8E4M3:
+      return ScalarType::kFp8E4M3;
+    case KvCacheDType::kFp8E5M2:
+      return ScalarType::kFp8E5M2;
   }
   return scalar_type_of(compute);
 }

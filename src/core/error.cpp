@@ -7,12 +7,18 @@ namespace attnkit {
 
 std::string_view to_string(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kInvalidArgument: return "invalid_argument";
-    case ErrorCode::kNotFound: return "not_found";
-    case ErrorCode::kUnsupported: return "unsupported";
-    case ErrorCode::kOutOfMemory: return "out_of_memory";
-    case ErrorCode::kPluginError: return "plugin_error";
-    case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kInvalidArgument:
+      return "invalid_argument";
+    case ErrorCode::kNotFound:
+      return "not_found";
+    case ErrorCode::kUnsupported:
+      return "unsupported";
+    case ErrorCode::kOutOfMemory:
+      return "out_of_memory";
+    case ErrorCode::kPluginError:
+      return "plugin_error";
+    case ErrorCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }

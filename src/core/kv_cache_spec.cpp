@@ -16,9 +16,9 @@ std::string KvCacheSpec::describe() const {
   if (chunk_size > 0) what += fmt::format("({})", chunk_size);
   if (max_encoder_len > 0) what += fmt::format("(encoder {})", max_encoder_len);
   if (!has_cache()) return what + " no cache";
-  const std::string heads = head_size_v > 0 ? fmt::format("{}x{}+{}", num_kv_heads, head_size,
-                                                          head_size_v)
-                                            : fmt::format("{}x{}", num_kv_heads, head_size);
+  const std::string heads = head_size_v > 0
+                                ? fmt::format("{}x{}+{}", num_kv_heads, head_size, head_size_v)
+                                : fmt::format("{}x{}", num_kv_heads, head_size);
   return fmt::format("{} {} {} block {}", what, heads, to_string(dtype), block_size);
 }
 

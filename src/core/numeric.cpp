@@ -31,7 +31,8 @@ float fp8_decode(uint8_t v, const Fp8Format& fmt, bool has_inf) {
   } else if (exp == 0) {
     mag = std::ldexp(static_cast<float>(mant), 1 - fmt.bias - fmt.mant_bits);
   } else {
-    mag = std::ldexp(static_cast<float>((1 << fmt.mant_bits) + mant), exp - fmt.bias - fmt.mant_bits);
+    mag =
+        std::ldexp(static_cast<float>((1 << fmt.mant_bits) + mant), exp - fmt.bias - fmt.mant_bits);
   }
   return neg ? -mag : mag;
 }
@@ -44,7 +45,7 @@ uint8_t fp8_encode(float f, const Fp8Format& fmt) {
   if (mag >= max_value) return sign | fmt.max_code;  // saturate (also +-inf)
   if (mag == 0.0f) return sign;
   int e = 0;
-  std::frexp(mag, &e);  // mag = m * 2^e with m in [0.5, 1)
+  std::frexp(mag, &e);                      // mag = m * 2^e with m in [0.5, 1)
   const int min_normal_exp = 1 - fmt.bias;  // unbiased exponent of the smallest normal
   int exp_unbiased = e - 1;
   if (exp_unbiased < min_normal_exp) exp_unbiased = min_normal_exp;  // subnormal binade
@@ -104,12 +105,18 @@ uint8_t float_to_fp8_e5m2(float f) {
 
 float load_as_float(const void* data, ScalarType type, int64_t i) {
   switch (type) {
-    case ScalarType::kFloat32: return static_cast<const float*>(data)[i];
-    case ScalarType::kFloat16: return half_bits_to_float(static_cast<const uint16_t*>(data)[i]);
-    case ScalarType::kBFloat16: return bf16_bits_to_float(static_cast<const uint16_t*>(data)[i]);
-    case ScalarType::kFp8E4M3: return fp8_e4m3_to_float(static_cast<const uint8_t*>(data)[i]);
-    case ScalarType::kFp8E5M2: return fp8_e5m2_to_float(static_cast<const uint8_t*>(data)[i]);
-    default: break;
+    case ScalarType::kFloat32:
+      return static_cast<const float*>(data)[i];
+    case ScalarType::kFloat16:
+      return half_bits_to_float(static_cast<const uint16_t*>(data)[i]);
+    case ScalarType::kBFloat16:
+      return bf16_bits_to_float(static_cast<const uint16_t*>(data)[i]);
+    case ScalarType::kFp8E4M3:
+      return fp8_e4m3_to_float(static_cast<const uint8_t*>(data)[i]);
+    case ScalarType::kFp8E5M2:
+      return fp8_e5m2_to_float(static_cast<const uint8_t*>(data)[i]);
+    default:
+      break;
   }
   throw Error(ErrorCode::kInvalidArgument,
               std::string("load_as_float: not a floating type: ") + std::string(to_string(type)));
@@ -117,15 +124,26 @@ float load_as_float(const void* data, ScalarType type, int64_t i) {
 
 void store_from_float(void* data, ScalarType type, int64_t i, float value) {
   switch (type) {
-    case ScalarType::kFloat32: static_cast<float*>(data)[i] = value; return;
-    case ScalarType::kFloat16: static_cast<uint16_t*>(data)[i] = float_to_half_bits(value); return;
-    case ScalarType::kBFloat16: static_cast<uint16_t*>(data)[i] = float_to_bf16_bits(value); return;
-    case ScalarType::kFp8E4M3: static_cast<uint8_t*>(data)[i] = float_to_fp8_e4m3(value); return;
-    case ScalarType::kFp8E5M2: static_cast<uint8_t*>(data)[i] = float_to_fp8_e5m2(value); return;
-    default: break;
+    case ScalarType::kFloat32:
+      static_cast<float*>(data)[i] = value;
+      return;
+    case ScalarType::kFloat16:
+      static_cast<uint16_t*>(data)[i] = float_to_half_bits(value);
+      return;
+    case ScalarType::kBFloat16:
+      static_cast<uint16_t*>(data)[i] = float_to_bf16_bits(value);
+      return;
+    case ScalarType::kFp8E4M3:
+      static_cast<uint8_t*>(data)[i] = float_to_fp8_e4m3(value);
+      return;
+    case ScalarType::kFp8E5M2:
+      static_cast<uint8_t*>(data)[i] = float_to_fp8_e5m2(value);
+      return;
+    default:
+      break;
   }
-  throw Error(ErrorCode::kInvalidArgument,
-              std::string("store_from_float: not a floating type: ") + std::string(to_string(type)));
+  throw Error(ErrorCode::kInvalidArgument, std::string("store_from_float: not a floating type: ") +
+                                               std::string(to_string(type)));
 }
 
 float round_trip(ScalarType type, float x) {

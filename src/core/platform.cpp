@@ -120,7 +120,8 @@ Platform parse_platform(std::string_view text) {
                              text, why));
   };
   std::string lower;
-  for (char c : text) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (char c : text)
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   if (lower == "cpu") return cpu_platform();
   if (lower == "cuda") {
     if (auto local = local_cuda_platform()) return *local;
@@ -140,7 +141,8 @@ Platform parse_platform(std::string_view text) {
   auto r2 = std::from_chars(cc.data() + dot + 1, cc.data() + cc.size(), minor);
   if (r1.ec != std::errc{} || r1.ptr != cc.data() + dot || r2.ec != std::errc{} ||
       r2.ptr != cc.data() + cc.size() || major < 1 || major > 20 || minor < 0 || minor > 9) {
-    throw invalid(": the compute capability must be MAJOR.MINOR with MAJOR in 1..20, MINOR in 0..9");
+    throw invalid(
+        ": the compute capability must be MAJOR.MINOR with MAJOR in 1..20, MINOR in 0..9");
   }
   Platform p;
   p.kind = PlatformKind::kCuda;

@@ -12,9 +12,8 @@ namespace attnkit {
 TensorView TensorView::contiguous(void* data, ScalarType dtype, std::span<const int64_t> shape,
                                   Device device) {
   if (shape.size() > static_cast<size_t>(kMaxTensorDims)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("tensor rank {} exceeds the maximum of {}", shape.size(),
-                            kMaxTensorDims));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("tensor rank {} exceeds the maximum of {}",
+                                                         shape.size(), kMaxTensorDims));
   }
   TensorView v;
   v.data = data;
@@ -63,16 +62,24 @@ namespace {
 
 DLDataType to_dl_dtype(ScalarType t) {
   switch (t) {
-    case ScalarType::kFloat32: return {kDLFloat, 32, 1};
-    case ScalarType::kFloat16: return {kDLFloat, 16, 1};
-    case ScalarType::kBFloat16: return {kDLBfloat, 16, 1};
+    case ScalarType::kFloat32:
+      return {kDLFloat, 32, 1};
+    case ScalarType::kFloat16:
+      return {kDLFloat, 16, 1};
+    case ScalarType::kBFloat16:
+      return {kDLBfloat, 16, 1};
     // dlpack 0.6 has no fp8 codes: fp8 travels as raw bytes (uint8); the dtype is known
     // from the KV-cache dtype the layer was configured with.
-    case ScalarType::kFp8E4M3: return {kDLUInt, 8, 1};
-    case ScalarType::kFp8E5M2: return {kDLUInt, 8, 1};
-    case ScalarType::kInt32: return {kDLInt, 32, 1};
-    case ScalarType::kInt64: return {kDLInt, 64, 1};
-    case ScalarType::kUInt8: return {kDLUInt, 8, 1};
+    case ScalarType::kFp8E4M3:
+      return {kDLUInt, 8, 1};
+    case ScalarType::kFp8E5M2:
+      return {kDLUInt, 8, 1};
+    case ScalarType::kInt32:
+      return {kDLInt, 32, 1};
+    case ScalarType::kInt64:
+      return {kDLInt, 64, 1};
+    case ScalarType::kUInt8:
+      return {kDLUInt, 8, 1};
   }
   return {kDLFloat, 32, 1};
 }
@@ -112,8 +119,12 @@ TensorView from_dlpack(const DLTensor& t) {
                 fmt::format("DLPack tensor rank {} is outside 0..{}", t.ndim, kMaxTensorDims));
   }
   switch (t.device.device_type) {
-    case kDLCPU: v.device = {DeviceType::kCpu, 0}; break;
-    case kDLCUDA: v.device = {DeviceType::kCuda, t.device.device_id}; break;
+    case kDLCPU:
+      v.device = {DeviceType::kCpu, 0};
+      break;
+    case kDLCUDA:
+      v.device = {DeviceType::kCuda, t.device.device_id};
+      break;
     default:
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("Unsupported DLPack device type {}. Valid device types are: "
@@ -155,8 +166,8 @@ HostTensor::HostTensor(ScalarType dtype, std::initializer_list<int64_t> shape)
     : HostTensor(dtype, std::span<const int64_t>(shape.begin(), shape.size())) {}
 
 HostTensor HostTensor::clone() const {
-  HostTensor copy(view_.dtype, std::span<const int64_t>(view_.shape.data(),
-                                                        static_cast<size_t>(view_.ndim)));
+  HostTensor copy(view_.dtype,
+                  std::span<const int64_t>(view_.shape.data(), static_cast<size_t>(view_.ndim)));
   if (nbytes_ != 0) std::memcpy(copy.data(), data(), nbytes_);
   return copy;
 }

@@ -96,22 +96,10 @@ size_t unify_page_sizes(std::vector<Bucket*>& cached) {
                               pages, bucket_name(*b), scaled, kMaxCacheBlockSize));
     }
     const int size = static_cast<int>(scaled);
-    for (const AttentionBackend* backend : b->backends) {
-      if (!accepts_cache_block_size(*backend, size)) {
-        throw Error(ErrorCode::kUnsupported,
-                    fmt::format("cannot unify KV-cache page sizes ({}): {} needs block size {} "
-                                "but backend {} takes kernel block sizes {} only",
-                                pages, bucket_name(*b), size, backend->name(),
-                                backend->capabilities().kernel_block_sizes.describe()));
-      }
-    }
+    // Every backend accepted the old size through a kernel block size s dividing it; s
+    // divides the scaled size too, so the scaled size is accepted and s still fits.
     const std::optional<int> kernel = common_kernel_block_size(b->backends, size);
-    if (!kernel) {
-      throw Error(ErrorCode::kUnsupported,
-                  fmt::format("cannot unify KV-cache page sizes ({}): the backends of {} share "
-                              "no kernel block size dividing {}",
-                              pages, bucket_name(*b), size));
-    }
+    ATTNKIT_CHECK(kernel.has_value(), "a scaled block size lost its kernel block size");
     b->spec.block_size = size;
     b->block.kernel_block_size = *kernel;
   }

@@ -28,13 +28,13 @@ struct AttentionLayerParams {
   KvCacheKind kind = KvCacheKind::kFullAttention;
   AttentionType attn_type = AttentionType::kDecoder;
   int num_heads = 0;
-  int num_kv_heads = 0;  // MLA: 1
-  int head_size = 0;     // MLA: kv_lora_rank + rope dim
-  int head_size_v = 0;   // MLA: kv_lora_rank
-  float scale = 1.0f;    // softmax scale
-  int sliding_window = 0;  // 0 = none
-  int chunk_size = 0;      // 0 = none
-  float soft_cap = 0.0f;   // 0 = none
+  int num_kv_heads = 0;      // MLA: 1
+  int head_size = 0;         // MLA: kv_lora_rank + rope dim
+  int head_size_v = 0;       // MLA: kv_lora_rank
+  float scale = 1.0f;        // softmax scale
+  int sliding_window = 0;    // 0 = none
+  int chunk_size = 0;        // 0 = none
+  float soft_cap = 0.0f;     // 0 = none
   std::vector<float> sinks;  // [num_heads] sink logits, or empty
   DType dtype = DType::kBFloat16;
   KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
@@ -102,8 +102,8 @@ class AttentionBackend {
   virtual KvCacheSpec customize_spec(const KvCacheSpec& spec) const { return spec; }
 
   // A builder for one KV-cache group whose layers all use `layer` shapes.
-  virtual std::unique_ptr<MetadataBuilder> make_builder(const KvCacheSpec& spec,
-                                                        const AttentionLayerParams& layer) const = 0;
+  virtual std::unique_ptr<MetadataBuilder> make_builder(
+      const KvCacheSpec& spec, const AttentionLayerParams& layer) const = 0;
   // The implementation of one layer.
   virtual std::unique_ptr<AttentionImpl> make_impl(const AttentionLayerParams& layer) const = 0;
 

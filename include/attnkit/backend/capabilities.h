@@ -19,7 +19,7 @@ struct SizeRule {
   std::vector<int> exact;  // when non-empty, exactly these values
   int multiple_of = 0;     // when exact is empty: value % multiple_of == 0
   int min = 1;
-  int max = 0;             // 0 = unbounded
+  int max = 0;  // 0 = unbounded
 
   static SizeRule list(std::vector<int> values);
   static SizeRule multiple(int n, int min_value = 1, int max_value = 0);
@@ -45,13 +45,13 @@ struct BackendCapabilities {
   int preferred_block_size = 16;
   std::vector<AttentionType> attention_types{AttentionType::kDecoder};
 
-  bool mla = false;             // serves MLA layers (and only those when mla_only)
-  bool mla_only = false;        // serves nothing but MLA layers
+  bool mla = false;       // serves MLA layers (and only those when mla_only)
+  bool mla_only = false;  // serves nothing but MLA layers
   bool sliding_window = false;
   bool chunked_local = false;
   bool sinks = false;
   bool soft_cap = false;
-  bool non_causal = false;      // bidirectional attention (encoder, encoder-only, cross)
+  bool non_causal = false;  // bidirectional attention (encoder, encoder-only, cross)
   bool batch_invariant = false;
   bool kv_connector = false;
   std::optional<KvLayout> required_layout;  // nullopt = NHD by default, either accepted

@@ -11,19 +11,19 @@
 namespace attnkit {
 
 struct SelectorConfig {
-  int head_size = 128;        // K/Q head size (MLA: kv_lora_rank + rope dim, e.g. 576)
-  int head_size_v = 128;      // V head size (MLA: kv_lora_rank, e.g. 512)
-  int num_heads = 0;          // query heads (0 = unknown; only combination hooks use it)
-  int num_kv_heads = 0;       // KV heads (0 = unknown)
+  int head_size = 128;    // K/Q head size (MLA: kv_lora_rank + rope dim, e.g. 576)
+  int head_size_v = 128;  // V head size (MLA: kv_lora_rank, e.g. 512)
+  int num_heads = 0;      // query heads (0 = unknown; only combination hooks use it)
+  int num_kv_heads = 0;   // KV heads (0 = unknown)
   DType dtype = DType::kBFloat16;
   KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
   std::optional<int> block_size;  // a user-requested cache block size, if any
   bool use_mla = false;
-  int mla_rope_dim = 0;       // MLA: rope part of head_size (e.g. 64)
+  int mla_rope_dim = 0;  // MLA: rope part of head_size (e.g. 64)
   bool has_sinks = false;
   std::optional<int> sliding_window;
-  std::optional<int> chunk_size;   // chunked local attention
-  std::optional<float> soft_cap;   // logit soft-capping
+  std::optional<int> chunk_size;  // chunked local attention
+  std::optional<float> soft_cap;  // logit soft-capping
   AttentionType attn_type = AttentionType::kDecoder;
   bool batch_invariant = false;
   bool kv_connector = false;

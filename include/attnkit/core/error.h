@@ -34,7 +34,7 @@ class Error : public std::runtime_error {
 
 }  // namespace attnkit
 
-#define ATTNKIT_CHECK(cond, msg)                                     \
-  do {                                                               \
+#define ATTNKIT_CHECK(cond, msg)                                          \
+  do {                                                                    \
     if (!(cond)) ::attnkit::check_failed(#cond, __FILE__, __LINE__, msg); \
   } while (false)

@@ -12,14 +12,14 @@ namespace attnkit {
 
 struct KvCacheSpec {
   KvCacheKind kind = KvCacheKind::kFullAttention;
-  int block_size = 16;     // tokens per cache block
-  int num_kv_heads = 0;    // MLA: 1 (one latent vector per token)
-  int head_size = 0;       // K head size; MLA: latent width = kv_lora_rank + rope dim
-  int head_size_v = 0;     // V head size; MLA: 0 (V is a prefix of the latent vector)
+  int block_size = 16;   // tokens per cache block
+  int num_kv_heads = 0;  // MLA: 1 (one latent vector per token)
+  int head_size = 0;     // K head size; MLA: latent width = kv_lora_rank + rope dim
+  int head_size_v = 0;   // V head size; MLA: 0 (V is a prefix of the latent vector)
   ScalarType dtype = ScalarType::kBFloat16;  // resolved storage dtype of the cache
-  int sliding_window = 0;  // kSlidingWindow / kSlidingWindowMla: tokens in the window
-  int chunk_size = 0;      // kChunkedLocalAttention: tokens per chunk
-  int max_encoder_len = 0; // kCrossAttention: cache sized by the encoder length
+  int sliding_window = 0;   // kSlidingWindow / kSlidingWindowMla: tokens in the window
+  int chunk_size = 0;       // kChunkedLocalAttention: tokens per chunk
+  int max_encoder_len = 0;  // kCrossAttention: cache sized by the encoder length
   bool operator==(const KvCacheSpec&) const = default;
 
   // KV bytes one token takes in this layer: num_kv_heads * (head_size + head_size_v) * bytes;

@@ -19,10 +19,18 @@
 
 namespace attnkit {
 
-struct Half { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
-struct Fp8E4M3 { uint8_t bits; };
-struct Fp8E5M2 { uint8_t bits; };
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+struct Fp8E4M3 {
+  uint8_t bits;
+};
+struct Fp8E5M2 {
+  uint8_t bits;
+};
 
 inline float bf16_bits_to_float(uint16_t b) { return std::bit_cast<float>(uint32_t{b} << 16); }
 

@@ -65,15 +65,15 @@ struct PagedAttentionParams {
   const int32_t* kv_start_loc = nullptr;     // [num_seqs] contiguous mode only
 
   // --- Shape and features -------------------------------------------------------------
-  int num_heads = 0;      // query heads; query head h reads KV head h / (num_heads/num_kv_heads)
+  int num_heads = 0;  // query heads; query head h reads KV head h / (num_heads/num_kv_heads)
   int num_kv_heads = 0;
-  int head_size = 0;      // of q and k
-  int head_size_v = 0;    // of v and out
-  float scale = 1.0f;     // softmax scale applied to <q, k>
+  int head_size = 0;    // of q and k
+  int head_size_v = 0;  // of v and out
+  float scale = 1.0f;   // softmax scale applied to <q, k>
   bool causal = true;
-  int sliding_window = 0; // 0 = none
-  int chunk_size = 0;     // 0 = none
-  float soft_cap = 0.0f;  // 0 = none
+  int sliding_window = 0;        // 0 = none
+  int chunk_size = 0;            // 0 = none
+  float soft_cap = 0.0f;         // 0 = none
   const float* sinks = nullptr;  // [num_heads] sink logits, or nullptr
 };
 

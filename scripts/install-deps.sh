@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages attnkit needs to build and test, but only those that are
+# missing (checked with dpkg -s), so that a machine that has them all needs no root and no
+# network. nvcc is optional (CUDA backends are built when it is found) and not installed here.
+set -euo pipefail
+
+packages=(
+  cmake
+  g++
+  make
+  nlohmann-json3-dev
+  libcli11-dev
+  libfmt-dev
+  libspdlog-dev
+  libdlpack-dev
+  libgtest-dev
+  libgmock-dev
+  libbenchmark-dev
+  clang-format
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg -s "$package" >/dev/null 2>&1; then
+    missing+=("$package")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install-deps: missing packages (${missing[*]}) and not root; install them with apt-get" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update
+"${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
