@@ -2,9 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "attnkit/core/error.h"
 
 namespace attnkit::cli {
@@ -30,30 +27,6 @@ CLI::Option* add_attention_config_option(CLI::App& command, std::string& text) {
       "--attention-config", text,
       "Attention config: a JSON file, or JSON text starting with '{' (keys: backend, "
       "backend_per_kind, override_mode)");
-}
-
-AttentionConfig load_attention_config(const std::string& text, const BackendRegistry& registry) {
-  AttentionConfig config;
-  if (!text.empty()) {
-    const size_t first = text.find_first_not_of(" \t\r\n");
-    if (first != std::string::npos && text[first] == '{') {
-      config = parse_attention_config(text, registry);
-    } else {
-      std::ifstream file(text);
-      if (!file) {
-        throw Error(ErrorCode::kNotFound,
-                    fmt::format("Cannot read attention config file '{}'", text));
-      }
-      std::stringstream contents;
-      contents << file.rdbuf();
-      try {
-        config = parse_attention_config(contents.str(), registry);
-      } catch (const Error& e) {
-        throw Error(e.code(), fmt::format("{}: {}", text, e.what()));
-      }
-    }
-  }
-  return apply_backend_env(std::move(config), registry);
 }
 
 }  // namespace attnkit::cli

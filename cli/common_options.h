@@ -25,9 +25,11 @@ CLI::Option* add_json_flag(CLI::App& command, bool& json);
 // --attention-config FILE_OR_JSON: an attention config file, or the JSON text itself when
 // it starts with '{' (see attnkit/selector/attention_config.h).
 CLI::Option* add_attention_config_option(CLI::App& command, std::string& text);
-// Reads and parses --attention-config (empty = defaults), then applies
-// ATTNKIT_ATTENTION_BACKEND. Throws Error for unreadable files and every config error.
-AttentionConfig load_attention_config(const std::string& text,
-                                      const BackendRegistry& registry = global_registry());
+// Reads --attention-config (empty = defaults) and applies ATTNKIT_ATTENTION_BACKEND; see
+// attnkit::load_attention_config() in attnkit/selector/attention_config.h.
+inline AttentionConfig load_attention_config(const std::string& text,
+                                             const BackendRegistry& registry = global_registry()) {
+  return attnkit::load_attention_config(text, registry);
+}
 
 }  // namespace attnkit::cli

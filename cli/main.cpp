@@ -8,6 +8,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "commands.h"
+#include "plugin_option.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
 
+  attnkit::cli::add_plugin_option(app);
   attnkit::cli::add_backends_command(app);
 
   try {

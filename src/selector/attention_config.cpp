@@ -4,7 +4,9 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "attnkit/core/error.h"
 
@@ -145,6 +147,30 @@ AttentionConfig apply_backend_env(AttentionConfig config, const char* env_value,
 
 AttentionConfig apply_backend_env(AttentionConfig config, const BackendRegistry& registry) {
   return apply_backend_env(std::move(config), std::getenv(kAttentionBackendEnvVar), registry);
+}
+
+AttentionConfig load_attention_config(std::string_view text_or_path,
+                                      const BackendRegistry& registry) {
+  AttentionConfig config;
+  const size_t first = text_or_path.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text_or_path[first] == '{') {
+    config = parse_attention_config(text_or_path, registry);
+  } else if (!text_or_path.empty()) {
+    const std::string path(text_or_path);
+    std::ifstream file(path);
+    if (!file) {
+      throw Error(ErrorCode::kNotFound,
+                  fmt::format("Cannot read attention config file '{}'", path));
+    }
+    std::stringstream contents;
+    contents << file.rdbuf();
+    try {
+      config = parse_attention_config(contents.str(), registry);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{}: {}", path, e.what()));
+    }
+  }
+  return apply_backend_env(std::move(config), registry);
 }
 
 nlohmann::json to_json(const AttentionConfig& config) {

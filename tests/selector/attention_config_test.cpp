@@ -1,7 +1,10 @@
 #include "attnkit/selector/attention_config.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "test_registry.h"
@@ -178,6 +181,75 @@ TEST(OverrideMode, ParsesAndPrints) {
   EXPECT_EQ(parse_override_mode("prefer"), OverrideMode::kPrefer);
   EXPECT_EQ(to_string(OverrideMode::kStrict), "strict");
   EXPECT_EQ(to_string(OverrideMode::kPrefer), "prefer");
+}
+
+}  // namespace
+}  // namespace attnkit
+
+namespace attnkit {
+namespace {
+
+class LoadAttentionConfigTest : public ::testing::Test {
+ protected:
+  LoadAttentionConfigTest() {
+    testing::register_fake_builtins(registry_);
+    unsetenv(kAttentionBackendEnvVar);
+  }
+  ~LoadAttentionConfigTest() override {
+    unsetenv(kAttentionBackendEnvVar);
+    if (!path_.empty()) std::remove(path_.c_str());
+  }
+  std::string write_file(const std::string& contents) {
+    char path[] = "/tmp/attnkit_attention_config_XXXXXX";
+    const int fd = mkstemp(path);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(write(fd, contents.data(), contents.size()), static_cast<ssize_t>(contents.size()));
+    close(fd);
+    path_ = path;
+    return path_;
+  }
+  BackendRegistry registry_{BackendRegistry::Contents::kEmpty};
+  std::string path_;
+};
+
+TEST_F(LoadAttentionConfigTest, EmptyMeansDefaults) {
+  EXPECT_EQ(load_attention_config("", registry_), AttentionConfig{});
+}
+
+TEST_F(LoadAttentionConfigTest, InlineJson) {
+  const AttentionConfig config = load_attention_config(R"(  {"backend": "reference"})", registry_);
+  EXPECT_EQ(config.backend, "REFERENCE");
+  EXPECT_EQ(config.backend_source, BackendSource::kConfig);
+}
+
+TEST_F(LoadAttentionConfigTest, FileContents) {
+  const std::string path = write_file(R"({"override_mode": "prefer"})");
+  EXPECT_EQ(load_attention_config(path, registry_).override_mode, OverrideMode::kPrefer);
+}
+
+TEST_F(LoadAttentionConfigTest, MissingFileIsAnErrorNamingIt) {
+  try {
+    load_attention_config("/nonexistent/attention.json", registry_);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_STREQ(e.what(), "Cannot read attention config file '/nonexistent/attention.json'");
+  }
+}
+
+TEST_F(LoadAttentionConfigTest, ErrorsInAFileArePrefixedWithItsPath) {
+  const std::string path = write_file(R"({"mode": "prefer"})");
+  EXPECT_EQ(error_message([&] { load_attention_config(path, registry_); }),
+            path +
+                ": Unknown key 'mode' in attention config. Valid keys are: backend, "
+                "backend_per_kind, override_mode");
+}
+
+TEST_F(LoadAttentionConfigTest, AppliesTheEnvironment) {
+  ASSERT_EQ(setenv(kAttentionBackendEnvVar, "CPU_FLASH", 1), 0);
+  EXPECT_EQ(load_attention_config("", registry_).backend_source, BackendSource::kEnv);
+  EXPECT_THAT(error_message([&] { load_attention_config(R"({"backend": "auto"})", registry_); }),
+              ::testing::HasSubstr("are mutually exclusive"));
 }
 
 }  // namespace

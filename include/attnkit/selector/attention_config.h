@@ -62,6 +62,13 @@ AttentionConfig apply_backend_env(AttentionConfig config, const char* env_value,
 AttentionConfig apply_backend_env(AttentionConfig config,
                                   const BackendRegistry& registry = global_registry());
 
+// What a command line's --attention-config gives: JSON text when it starts with '{', else
+// the path of a JSON file (empty = defaults); then ATTNKIT_ATTENTION_BACKEND is applied.
+// Throws Error for an unreadable file (naming it) and every parse error (prefixed with the
+// file's path).
+AttentionConfig load_attention_config(std::string_view text_or_path,
+                                      const BackendRegistry& registry = global_registry());
+
 // The JSON form (what parse_attention_config reads back).
 nlohmann::json to_json(const AttentionConfig& config);
 
