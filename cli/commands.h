@@ -12,4 +12,8 @@ namespace attnkit::cli {
 // whether this binary can run them on the platform.
 void add_backends_command(CLI::App& app);
 
+// attnkit conformance --backend NAME [--full] [--json]: checks a backend against REFERENCE
+// over the cases its capabilities declare; exits non-zero when one fails.
+void add_conformance_command(CLI::App& app);
+
 }  // namespace attnkit::cli

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attnkit/registry/registry.h"
+#include "backends/cpu/cpu_flash_backend.h"
 #include "backends/cuda/cuda_backends.h"
 #include "backends/reference/reference_backend.h"
 
@@ -17,6 +18,7 @@ namespace attnkit {
 std::span<const BuiltinBackend> builtin_backends() {
   static const std::vector<BuiltinBackend> kBuiltinBackends = {
       {"REFERENCE", make_reference_backend},
+      {"CPU_FLASH", make_cpu_flash_backend},
       {"CUDA_FLASH", make_cuda_flash_backend},
       {"CUDA_PAGED", make_cuda_paged_backend},
   };

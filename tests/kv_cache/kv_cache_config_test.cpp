@@ -227,3 +227,30 @@ TEST(KvCachePlan, BadLayersAreNamed) {
 
 }  // namespace
 }  // namespace attnkit
+
+namespace attnkit {
+namespace {
+
+TEST(KvCachePlan, BlocksForAMemoryBudget) {
+  const KvCacheConfig c = plan_kv_cache(testing::layers_with(testing::gemma3_1b_specs(), kAny16));
+  // 64 KiB per block id (4 buffers x 16 KiB).
+  EXPECT_EQ(c.num_blocks_for_bytes(1u << 30), 16384);
+  EXPECT_EQ(c.num_blocks_for_bytes(65535), 0);
+  EXPECT_EQ(c.num_blocks_for_bytes(65536 * 3 + 10), 3);
+}
+
+// An encoder-only model (BERT) has no cache at all: no buffers, no blocks per request,
+// and its metadata is still built.
+TEST(KvCachePlan, EncoderOnlyModelNeedsNoMemory) {
+  const std::vector<KvCacheSpec> specs(12, encoder_only_attention_spec());
+  const KvCacheConfig c = plan_kv_cache(testing::layers_with(specs, kAny16));
+  ASSERT_EQ(c.groups.size(), 1u);
+  EXPECT_EQ(c.num_buffers, 0);
+  EXPECT_EQ(c.page_size_bytes, 0u);
+  EXPECT_EQ(c.bytes_per_block(), 0u);
+  EXPECT_EQ(c.num_blocks_for_bytes(1u << 30), 0);
+  EXPECT_NE(c.describe().find("no cache"), std::string::npos) << c.describe();
+}
+
+}  // namespace
+}  // namespace attnkit

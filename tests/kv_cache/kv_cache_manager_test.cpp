@@ -208,3 +208,21 @@ TEST(KvCacheManager, RandomWorkloadsKeepPoolInvariants) {
 
 }  // namespace
 }  // namespace attnkit
+
+namespace attnkit {
+namespace {
+
+TEST(KvCacheManager, EncoderOnlyRequestsHoldNothing) {
+  const std::vector<KvCacheSpec> specs(12, encoder_only_attention_spec());
+  KvCacheManager kv(plan(specs), 2);
+  kv.add_request(4);
+  EXPECT_EQ(kv.num_blocks_needed(4, 0, 512), 0);
+  ASSERT_TRUE(kv.allocate_slots(4, 0, 512));
+  EXPECT_TRUE(kv.block_table(4, 0).empty());
+  EXPECT_EQ(kv.num_free_blocks(), 1);
+  kv.free_request(4);
+  EXPECT_EQ(kv.check_invariants(), "");
+}
+
+}  // namespace
+}  // namespace attnkit

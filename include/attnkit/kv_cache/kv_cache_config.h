@@ -80,7 +80,8 @@ struct KvCacheConfig {
 
   // Bytes one block id costs over all buffers: num_buffers * page_size_bytes.
   size_t bytes_per_block() const { return static_cast<size_t>(num_buffers) * page_size_bytes; }
-  // Blocks (null block included) that fit in `bytes`.
+  // Blocks (null block included) that fit in `bytes`; 0 when no layer has a cache (the
+  // manager then still needs a pool of 2 blocks, which costs no memory).
   int num_blocks_for_bytes(size_t bytes) const;
   // The group holding `layer_index` and the buffer it uses; Error(kNotFound) when no group
   // holds it.

@@ -1,0 +1,25 @@
+#pragma once
+// CPU_FLASH's per-layer implementation: forward() checks the tensors against the layer,
+// writes the step's fresh K/V into the paged cache (cache_update) and runs the flash
+// kernels over the plan its builder made.
+
+#include "attnkit/backend/backend.h"
+
+namespace attnkit::cpu {
+
+class CpuFlashImpl final : public AttentionImpl {
+ public:
+  // Throws Error(kUnsupported) for a layer CPU_FLASH cannot run.
+  explicit CpuFlashImpl(const AttentionLayerParams& layer);
+  std::string_view backend_name() const override { return "CPU_FLASH"; }
+  void forward(const TensorView& query, const TensorView& key, const TensorView& value,
+               const KvCacheTensors& cache, const AttentionMetadata& metadata,
+               const TensorView& output) override;
+
+ private:
+  AttentionLayerParams layer_;
+  ScalarType dtype_;
+  ScalarType kv_dtype_;
+};
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,45 @@
+#pragma once
+// CPU_FLASH's per-step plan (AttentionMetadata) and its builder. build() validates the
+// common metadata, cuts the batch into work items (flash_plan.h) and sizes the scratch
+// once per step; every layer's forward() then only runs.
+
+#include <memory>
+
+#include "attnkit/backend/backend.h"
+#include "attnkit/backend/metadata.h"
+#include "backends/cpu/flash_plan.h"
+
+namespace attnkit::cpu {
+
+class CpuFlashMetadata final : public AttentionMetadata {
+ public:
+  const CommonAttentionMetadata& common() const override { return *common_; }
+  const FlashPlan& plan() const { return plan_; }
+  // Scratch the kernels run in. Layers sharing this plan run one after another, so one
+  // workspace serves them all.
+  FlashWorkspace& workspace() const { return workspace_; }
+
+ private:
+  friend class CpuFlashBuilder;
+  const CommonAttentionMetadata* common_ = nullptr;
+  FlashPlan plan_;
+  mutable FlashWorkspace workspace_;
+};
+
+class CpuFlashBuilder final : public MetadataBuilder {
+ public:
+  CpuFlashBuilder(const KvCacheSpec& spec, const AttentionLayerParams& layer);
+  // Throws Error(kInvalidArgument) naming the inconsistent field of `common`.
+  const AttentionMetadata& build(const CommonAttentionMetadata& common) override;
+
+ private:
+  KvCacheSpec spec_;
+  AttentionLayerParams layer_;
+  CpuFlashMetadata metadata_;
+};
+
+// Whether a layer of this attention type reads its keys from the fresh K/V rather than a
+// paged cache (encoder and encoder-only self-attention).
+bool uses_contiguous_kv(AttentionType type);
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,111 @@
+#include "backends/cpu/cpu_isa.h"
+
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "attnkit/core/error.h"
+
+namespace attnkit::cpu {
+namespace {
+
+constexpr int kNoOverride = -1;
+std::atomic<int> g_override{kNoOverride};
+
+const CpuFeatures& local_features() {
+  static const CpuFeatures features = detect_cpu_features();
+  return features;
+}
+
+// The target named by ATTNKIT_CPU_ISA, read once; throws on a bad value each time asked.
+std::optional<CpuIsa> env_isa() {
+  static const std::string text = [] {
+    const char* value = std::getenv("ATTNKIT_CPU_ISA");
+    return std::string(value == nullptr ? "" : value);
+  }();
+  if (text.empty()) return std::nullopt;
+  return parse_cpu_isa(text);
+}
+
+void require_supported(CpuIsa isa) {
+  if (!cpu_supports(local_features(), isa)) {
+    std::string valid;
+    for (CpuIsa runnable : runnable_cpu_isas()) {
+      if (!valid.empty()) valid += ", ";
+      valid += to_string(runnable);
+    }
+    throw Error(ErrorCode::kUnsupported, "CPU ISA '" + std::string(to_string(isa)) +
+                                             "' is not supported by this CPU (runnable: " + valid +
+                                             ")");
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar:
+      return "scalar";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+CpuIsa parse_cpu_isa(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (lower == to_string(isa)) return isa;
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "unknown CPU ISA '" + std::string(text) + "' (valid: avx2, avx512, scalar)");
+}
+
+bool cpu_supports(const CpuFeatures& f, CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kScalar:
+      return true;
+    case CpuIsa::kAvx2:
+      return f.avx2 && f.fma && f.f16c;
+    case CpuIsa::kAvx512:
+      return f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c;
+  }
+  return false;
+}
+
+std::vector<CpuIsa> runnable_cpu_isas() {
+  std::vector<CpuIsa> out;
+  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (cpu_supports(local_features(), isa)) out.push_back(isa);
+  }
+  return out;
+}
+
+CpuIsa best_cpu_isa(const CpuFeatures& features) {
+  if (cpu_supports(features, CpuIsa::kAvx512)) return CpuIsa::kAvx512;
+  if (cpu_supports(features, CpuIsa::kAvx2)) return CpuIsa::kAvx2;
+  return CpuIsa::kScalar;
+}
+
+CpuIsa active_cpu_isa() {
+  const int forced = g_override.load(std::memory_order_relaxed);
+  if (forced != kNoOverride) return static_cast<CpuIsa>(forced);
+  if (std::optional<CpuIsa> from_env = env_isa()) {
+    require_supported(*from_env);
+    return *from_env;
+  }
+  return best_cpu_isa(local_features());
+}
+
+void set_cpu_isa_override(std::optional<CpuIsa> isa) {
+  if (isa) require_supported(*isa);
+  g_override.store(isa ? static_cast<int>(*isa) : kNoOverride, std::memory_order_relaxed);
+}
+
+bool avx512_bf16_dot_enabled() { return local_features().avx512_bf16; }
+
+}  // namespace attnkit::cpu

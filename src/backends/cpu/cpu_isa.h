@@ -1,0 +1,45 @@
+#pragma once
+// The SIMD targets the CPU_FLASH kernels are compiled for, and which one runs.
+//
+// Each target's kernels live in their own translation unit compiled for that ISA
+// (flash_kernels_<isa>.cpp); the entry points in flash_attention.h pick one per call from
+// active_cpu_isa(). Tests force each target in turn with set_cpu_isa_override(); users can
+// force one with the environment variable ATTNKIT_CPU_ISA=scalar|avx2|avx512.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attnkit/core/platform.h"
+
+namespace attnkit::cpu {
+
+enum class CpuIsa {
+  kScalar,  // portable C++ (the compiler may auto-vectorise with the baseline ISA)
+  kAvx2,    // AVX2 + FMA + F16C, 8 fp32 lanes
+  kAvx512,  // AVX-512 F/BW/VL/DQ, 16 fp32 lanes; uses avx512_bf16 dot products when present
+};
+
+std::string_view to_string(CpuIsa isa);
+// "scalar", "avx2", "avx512" (case-insensitive); anything else throws Error listing them.
+CpuIsa parse_cpu_isa(std::string_view text);
+
+// Whether `features` can run `isa`.
+bool cpu_supports(const CpuFeatures& features, CpuIsa isa);
+// Every target this machine can run, best last (scalar first).
+std::vector<CpuIsa> runnable_cpu_isas();
+// The best target for `features`.
+CpuIsa best_cpu_isa(const CpuFeatures& features);
+
+// The target the kernels use now: the override if set, else ATTNKIT_CPU_ISA if set (read
+// once), else the best one this machine runs. Forcing a target the machine cannot run
+// throws Error(kUnsupported).
+CpuIsa active_cpu_isa();
+// Forces (or, with nullopt, un-forces) a target for this process. Throws Error when the
+// machine cannot run `isa`.
+void set_cpu_isa_override(std::optional<CpuIsa> isa);
+// Whether the avx512 target may use avx512_bf16 dot products (true when the CPU has them).
+bool avx512_bf16_dot_enabled();
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,49 @@
+#pragma once
+// Runs a plan with the per-ISA kernels: one OpenMP team, items handed out dynamically
+// (they are sorted longest first), then the split-KV merges. Compiled per ISA like
+// flash_kernel_impl.h.
+
+template <class Kv, bool kDot>
+void run_plan_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& plan,
+                    attnkit::cpu::FlashWorkspace& ws) {
+  const int n_items = static_cast<int>(plan.items.size());
+  const int n_merges = static_cast<int>(plan.merges.size());
+  const int threads = std::max(1, std::min(plan.num_threads, n_items));
+  float* partials = ws.partials();
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    float* scratch = ws.thread_scratch(omp_get_thread_num());
+    ItemKernel<Kv, kDot> kernel(p, plan, scratch, partials);
+#pragma omp for schedule(dynamic, 1)
+    for (int i = 0; i < n_items; ++i) kernel.run(plan.items[static_cast<size_t>(i)]);
+      // The implicit barrier above makes every partial visible to the merges.
+#pragma omp for schedule(dynamic, 1)
+    for (int g = 0; g < n_merges; ++g) {
+      merge_splits(p, plan.merges[static_cast<size_t>(g)], partials, scratch);
+    }
+  }
+}
+
+inline void run_plan(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& plan,
+                     attnkit::cpu::FlashWorkspace& ws, bool bf16_dot) {
+  using attnkit::ScalarType;
+  using namespace attnkit::cpu;
+  switch (p.kv_dtype) {
+    case ScalarType::kFloat32:
+      return run_plan_typed<KvF32, false>(p, plan, ws);
+    case ScalarType::kFloat16:
+      return run_plan_typed<KvF16, false>(p, plan, ws);
+    case ScalarType::kBFloat16:
+      // bf16 x bf16 products are exact in fp32, so the dot instruction loses nothing.
+      if constexpr (Ops::kHasBf16Dot) {
+        if (bf16_dot && p.q_dtype == ScalarType::kBFloat16) {
+          return run_plan_typed<KvBf16, true>(p, plan, ws);
+        }
+      }
+      return run_plan_typed<KvBf16, false>(p, plan, ws);
+    case ScalarType::kFp8E4M3:
+      return run_plan_typed<KvE4m3, false>(p, plan, ws);
+    default:
+      return run_plan_typed<KvE5m2, false>(p, plan, ws);
+  }
+}

@@ -1,0 +1,435 @@
+#pragma once
+// The flash-attention work-item kernel, written once against an `Ops` SIMD interface
+// (simd_<isa>.h) and compiled once per ISA: each flash_kernels_<isa>.cpp defines its own
+// namespace, sets its target, includes its Ops and then this file, so every function here
+// has internal per-ISA identity and the code for one ISA never leaks into another.
+//
+// One work item (see flash_plan.h) = R rows (query tokens of a tile x query heads of one KV
+// head) over a key range. Keys are visited in tiles of Ops::kLanes keys:
+//   1. scores: for each row, kLanes dot products q . k_j accumulated along the head
+//      dimension, folded into one vector (lane j = key j) by Ops::reduce_lanes;
+//      scale, soft-cap and mask are applied to that vector;
+//   2. online softmax per row: running max m, running sum l, rescale factor alpha;
+//   3. values: o[r] = alpha[r] o[r] + sum_j p[r][j] v_j in register blocks of 4 rows x 4
+//      vectors, so each loaded (converted) value vector serves 4 rows.
+// K/V are read from the cache once per tile and reused by all R rows from L1 (GQA packing).
+// Key tiles outside the union of the rows' visible intervals are never visited (causal,
+// sliding-window and chunked-local skipping).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "attnkit/core/numeric.h"
+#include "attnkit/kernels/paged_attention_params.h"
+#include "backends/cpu/flash_plan.h"
+#include "backends/cpu/kv_tags.h"
+
+// Requires `Ops` (the SIMD interface) declared in the including namespace.
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+template <class Tag>
+const typename Tag::Storage* typed(const void* p) {
+  return static_cast<const typename Tag::Storage*>(p);
+}
+
+// Converts n (a multiple of Ops::kLanes) elements of `type` at src to fp32 at dst.
+inline void load_row_f32(attnkit::ScalarType type, const void* src, float* dst, int n) {
+  using attnkit::ScalarType;
+  using namespace attnkit::cpu;
+  constexpr int L = Ops::kLanes;
+  for (int c = 0; c < n; c += L) {
+    switch (type) {
+      case ScalarType::kFloat16:
+        Ops::store(dst + c, Ops::load_f32(KvF16{}, typed<KvF16>(src) + c));
+        break;
+      case ScalarType::kBFloat16:
+        Ops::store(dst + c, Ops::load_f32(KvBf16{}, typed<KvBf16>(src) + c));
+        break;
+      default:
+        Ops::store(dst + c, Ops::load_f32(KvF32{}, typed<KvF32>(src) + c));
+        break;
+    }
+  }
+}
+
+// Writes n fp32 values times `factor` as `type` (fp32, fp16 or bf16) at dst.
+inline void store_row(attnkit::ScalarType type, const float* src, float factor, void* dst, int n) {
+  using attnkit::ScalarType;
+  using namespace attnkit::cpu;
+  constexpr int L = Ops::kLanes;
+  const typename Ops::V f = Ops::set1(factor);
+  for (int c = 0; c < n; c += L) {
+    const typename Ops::V v = Ops::mul(Ops::load(src + c), f);
+    switch (type) {
+      case ScalarType::kFloat16:
+        Ops::store_as(KvF16{}, static_cast<uint16_t*>(dst) + c, v);
+        break;
+      case ScalarType::kBFloat16:
+        Ops::store_as(KvBf16{}, static_cast<uint16_t*>(dst) + c, v);
+        break;
+      default:
+        Ops::store_as(KvF32{}, static_cast<float*>(dst) + c, v);
+        break;
+    }
+  }
+}
+
+inline int64_t element_size(attnkit::ScalarType t) {
+  switch (t) {
+    case attnkit::ScalarType::kFloat32:
+      return 4;
+    case attnkit::ScalarType::kFloat16:
+    case attnkit::ScalarType::kBFloat16:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+template <class Kv, bool kDot>
+class ItemKernel {
+  static constexpr int L = Ops::kLanes;
+  using V = typename Ops::V;
+  using Storage = typename Kv::Storage;
+
+ public:
+  ItemKernel(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& plan,
+             float* scratch, float* partials)
+      : p_(p), partials_(partials) {
+    const attnkit::cpu::ScratchLayout s =
+        attnkit::cpu::scratch_layout(plan.max_rows, plan.head_size, plan.head_size_v);
+    q_ = scratch + s.q;
+    o_ = scratch + s.o;
+    pr_ = scratch + s.p;
+    m_ = scratch + s.m;
+    l_ = scratch + s.l;
+    alpha_ = scratch + s.alpha;
+    kf_ = scratch + s.kf;
+    vf_ = scratch + s.vf;
+    group_ = p.num_heads / p.num_kv_heads;
+    d_ = p.head_size;
+    dv_ = p.head_size_v;
+    score_scale_ = p.scale * p.k_scale;
+    mask_.causal = p.causal;
+    mask_.sliding_window = p.sliding_window;
+    mask_.chunk_size = p.chunk_size;
+    intervals_ = reinterpret_cast<attnkit::cpu::KeyInterval*>(scratch + s.iv);
+  }
+
+  void run(const attnkit::cpu::FlashWorkItem& it) {
+    const int seq = it.seq;
+    const int q_len = p_.query_start_loc[seq + 1] - p_.query_start_loc[seq];
+    const int kv_len = p_.seq_lens[seq];
+    const int tokens = it.q_end - it.q_begin;
+    const int rows = tokens * group_;
+    const int64_t tok0 = p_.query_start_loc[seq] + it.q_begin;
+    load_queries(it, tok0, rows);
+    for (int r = 0; r < rows; ++r) {
+      m_[r] = kNegInf;
+      l_[r] = 0.0f;
+      std::fill(o_ + int64_t{r} * dv_, o_ + int64_t{r + 1} * dv_, 0.0f);
+    }
+    for (int t = 0; t < tokens; ++t) {
+      intervals_[t] = attnkit::cpu::visible_keys(mask_, q_len, kv_len, it.q_begin + t);
+    }
+    const int k_lo = std::max(it.k_begin, intervals_[0].lo);
+    const int k_hi = std::min(it.k_end - 1, intervals_[tokens - 1].hi);
+    for (int kt = k_lo; kt <= k_hi; kt += L) {
+      const int n = std::min(L, k_hi - kt + 1);
+      locate_keys(seq, it.kv_head, kt, n);
+      scores_and_softmax(rows, kt, n, k_lo, k_hi);
+      accumulate_values(rows, n);
+    }
+    finish(it, tok0, rows);
+  }
+
+ private:
+  void load_queries(const attnkit::cpu::FlashWorkItem& it, int64_t tok0, int rows) {
+    const int64_t qsize = element_size(p_.q_dtype);
+    for (int r = 0; r < rows; ++r) {
+      const int t = r / group_;
+      const int h = it.kv_head * group_ + r % group_;
+      const char* src = static_cast<const char*>(p_.q) +
+                        ((tok0 + t) * p_.q_token_stride + int64_t{h} * p_.q_head_stride) * qsize;
+      if constexpr (kDot) {
+        std::memcpy(reinterpret_cast<uint16_t*>(q_) + int64_t{r} * d_, src,
+                    static_cast<size_t>(d_) * 2);
+      } else {
+        load_row_f32(p_.q_dtype, src, q_ + int64_t{r} * d_, d_);
+      }
+    }
+  }
+
+  // Fills kp_/vp_ with the storage addresses of keys kt .. kt+n-1 of (seq, kv_head).
+  void locate_keys(int seq, int kv_head, int kt, int n) {
+    const auto* kbase =
+        static_cast<const Storage*>(p_.k_cache) + int64_t{kv_head} * p_.k_head_stride;
+    const auto* vbase =
+        static_cast<const Storage*>(p_.v_cache) + int64_t{kv_head} * p_.v_head_stride;
+    if (p_.block_table != nullptr) {
+      const int32_t* bt = p_.block_table + int64_t{seq} * p_.block_table_stride;
+      int b = kt / p_.block_size;
+      int off = kt % p_.block_size;
+      for (int j = 0; j < n; ++j) {
+        const int64_t blk = bt[b];
+        kp_[j] = kbase + blk * p_.k_block_stride + off * p_.k_token_stride;
+        vp_[j] = vbase + blk * p_.v_block_stride + off * p_.v_token_stride;
+        if (++off == p_.block_size) {
+          off = 0;
+          ++b;
+        }
+      }
+    } else {
+      const int64_t row0 = int64_t{p_.kv_start_loc[seq]} + kt;
+      for (int j = 0; j < n; ++j) {
+        kp_[j] = kbase + (row0 + j) * p_.k_token_stride;
+        vp_[j] = vbase + (row0 + j) * p_.v_token_stride;
+      }
+    }
+  }
+
+  // Scores of every row against the n keys of the tile, and the online-softmax update.
+  void scores_and_softmax(int rows, int kt, int n, int k_lo, int k_hi) {
+    const float* krow[L];
+    if constexpr (!kDot) {
+      for (int j = 0; j < n; ++j) {
+        if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
+          krow[j] = kp_[j];
+        } else {
+          float* dst = kf_ + int64_t{j} * d_;
+          for (int c = 0; c < d_; c += L) Ops::store(dst + c, Ops::load_f32(Kv{}, kp_[j] + c));
+          krow[j] = dst;
+        }
+      }
+    }
+    const V vscale = Ops::set1(score_scale_);
+    const bool capped = p_.soft_cap > 0.0f;
+    const V cap = Ops::set1(p_.soft_cap);
+    const V inv_cap = Ops::set1(capped ? 1.0f / p_.soft_cap : 0.0f);
+    for (int r = 0; r < rows; ++r) {
+      const attnkit::cpu::KeyInterval& iv = intervals_[r / group_];
+      const int lo = std::max(iv.lo, k_lo) - kt;
+      const int hi = std::min({iv.hi, k_hi, kt + n - 1}) - kt;
+      float* prow = pr_ + int64_t{r} * attnkit::cpu::kMaxTileKeys;
+      if (lo > hi) {  // this row sees no key of the tile
+        Ops::store(prow, Ops::zero());
+        alpha_[r] = 1.0f;
+        continue;
+      }
+      V acc[L];
+      for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
+      if constexpr (kDot) {
+        const uint16_t* qrow = reinterpret_cast<const uint16_t*>(q_) + int64_t{r} * d_;
+        int c = 0;
+        for (; c + 32 <= d_; c += 32) {
+          const auto qv = Ops::load_bf16_pairs(qrow + c);
+#pragma GCC unroll 16
+          for (int j = 0; j < L; ++j) {
+            if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_pairs(kp_[j] + c));
+          }
+        }
+        if (c < d_) {  // a last 16 elements
+          const auto qv = Ops::load_bf16_half(qrow + c);
+#pragma GCC unroll 16
+          for (int j = 0; j < L; ++j) {
+            if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_half(kp_[j] + c));
+          }
+        }
+      } else {
+        const float* qrow = q_ + int64_t{r} * d_;
+        for (int c = 0; c < d_; c += L) {
+          const V qv = Ops::load(qrow + c);
+#pragma GCC unroll 16
+          for (int j = 0; j < L; ++j) {
+            if (j < n) acc[j] = Ops::fmadd(qv, Ops::load(krow[j] + c), acc[j]);
+          }
+        }
+      }
+      V s = Ops::mul(Ops::reduce_lanes(acc), vscale);
+      if (capped) s = Ops::mul(cap, Ops::tanh(Ops::mul(s, inv_cap)));
+      if (lo > 0 || hi < L - 1) s = Ops::mask_range(s, lo, hi);
+      const float m_old = m_[r];
+      const float m_new = std::max(m_old, Ops::hmax(s));
+      const V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
+      const float alpha = m_new == m_old ? 1.0f : std::exp(m_old - m_new);
+      l_[r] = l_[r] * alpha + Ops::hsum(pv);
+      m_[r] = m_new;
+      alpha_[r] = alpha;
+      Ops::store(prow, pv);
+    }
+  }
+
+  // o[r] = alpha[r] o[r] + sum_j p[r][j] v_j for rows r0 .. r0+nr-1 (nr <= 4) and value
+  // vectors c0 .. c0+NC-1. kFromTile: values come from the fp32 tile vf_ (or directly from
+  // an fp32 cache), else they are converted from the cache in registers.
+  template <int NC, bool kFromTile>
+  void update_block(int r0, int nr, int c0, int n) {
+    V acc[4][NC];
+#pragma GCC unroll 4
+    for (int rr = 0; rr < 4; ++rr) {
+      if (rr < nr) {
+        const V a = Ops::set1(alpha_[r0 + rr]);
+        const float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
+      } else {
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::zero();
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      V vv[NC];
+#pragma GCC unroll 4
+      for (int cc = 0; cc < NC; ++cc) {
+        if constexpr (kFromTile) {
+          vv[cc] = Ops::load(vrow_[j] + (c0 + cc) * L);
+        } else {
+          vv[cc] = Ops::load_f32(Kv{}, vp_[j] + (c0 + cc) * L);
+        }
+      }
+#pragma GCC unroll 4
+      for (int rr = 0; rr < 4; ++rr) {
+        if (rr < nr) {
+          const V pb = Ops::set1(pr_[int64_t{r0 + rr} * attnkit::cpu::kMaxTileKeys + j]);
+#pragma GCC unroll 4
+          for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::fmadd(pb, vv[cc], acc[rr][cc]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < 4; ++rr) {
+      if (rr < nr) {
+        float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
+      }
+    }
+  }
+
+  template <bool kFromTile>
+  void update_rows(int rows, int n) {
+    const int vecs = dv_ / L;
+    for (int r0 = 0; r0 < rows; r0 += 4) {
+      const int nr = std::min(4, rows - r0);
+      int c0 = 0;
+      for (; c0 + 4 <= vecs; c0 += 4) update_block<4, kFromTile>(r0, nr, c0, n);
+      switch (vecs - c0) {
+        case 3:
+          update_block<3, kFromTile>(r0, nr, c0, n);
+          break;
+        case 2:
+          update_block<2, kFromTile>(r0, nr, c0, n);
+          break;
+        case 1:
+          update_block<1, kFromTile>(r0, nr, c0, n);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
+  void accumulate_values(int rows, int n) {
+    if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
+      for (int j = 0; j < n; ++j) vrow_[j] = vp_[j];
+      update_rows<true>(rows, n);
+    } else {
+      if (rows <= 4) {  // one row block: convert each value vector once, in registers
+        update_rows<false>(rows, n);
+        return;
+      }
+      for (int j = 0; j < n; ++j) {
+        float* dst = vf_ + int64_t{j} * dv_;
+        for (int c = 0; c < dv_; c += L) Ops::store(dst + c, Ops::load_f32(Kv{}, vp_[j] + c));
+        vrow_[j] = dst;
+      }
+      update_rows<true>(rows, n);
+    }
+  }
+
+  void finish(const attnkit::cpu::FlashWorkItem& it, int64_t tok0, int rows) {
+    if (it.partial_offset >= 0) {  // split-KV: keep o, m, l for the merge
+      float* part = partials_ + it.partial_offset;
+      std::memcpy(part, o_, sizeof(float) * static_cast<size_t>(rows) * dv_);
+      std::memcpy(part + int64_t{rows} * dv_, m_, sizeof(float) * static_cast<size_t>(rows));
+      std::memcpy(part + int64_t{rows} * dv_ + rows, l_, sizeof(float) * static_cast<size_t>(rows));
+      return;
+    }
+    const int64_t osize = element_size(p_.q_dtype);
+    for (int r = 0; r < rows; ++r) {
+      const int t = r / group_;
+      const int h = it.kv_head * group_ + r % group_;
+      void* dst = static_cast<char*>(p_.out) +
+                  ((tok0 + t) * p_.o_token_stride + int64_t{h} * p_.o_head_stride) * osize;
+      const float sink = p_.sinks != nullptr ? p_.sinks[h] : kNegInf;
+      const float m_all = std::max(m_[r], sink);
+      float factor = 0.0f;
+      if (m_all != kNegInf) {
+        const float w = m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - m_all);
+        const float denom = l_[r] * w + (p_.sinks != nullptr ? std::exp(sink - m_all) : 0.0f);
+        factor = denom > 0.0f ? w * p_.v_scale / denom : 0.0f;
+      }
+      store_row(p_.q_dtype, o_ + int64_t{r} * dv_, factor, dst, dv_);
+    }
+  }
+
+  const attnkit::PagedAttentionParams& p_;
+  float* partials_;
+  float *q_, *o_, *pr_, *m_, *l_, *alpha_, *kf_, *vf_;
+  int group_ = 1, d_ = 0, dv_ = 0;
+  float score_scale_ = 1.0f;
+  attnkit::cpu::MaskSpec mask_;
+  attnkit::cpu::KeyInterval* intervals_;
+  const Storage* kp_[L];
+  const Storage* vp_[L];
+  const float* vrow_[L];
+};
+
+// Combines the splits of one merge group with the log-sum-exp rule (and the sink):
+//   M = max(max_s m_s, sink), w_s = exp(m_s - M),
+//   out = v_scale * sum_s w_s o_s / (sum_s w_s l_s + exp(sink - M)).
+inline void merge_splits(const attnkit::PagedAttentionParams& p,
+                         const attnkit::cpu::FlashMergeGroup& g, const float* partials,
+                         float* tmp) {
+  constexpr int L = Ops::kLanes;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int rows = (g.q_end - g.q_begin) * group;
+  const int dv = p.head_size_v;
+  const int64_t tok0 = p.query_start_loc[g.seq] + g.q_begin;
+  const int64_t osize = element_size(p.q_dtype);
+  for (int r = 0; r < rows; ++r) {
+    const int t = r / group;
+    const int h = g.kv_head * group + r % group;
+    const float sink = p.sinks != nullptr ? p.sinks[h] : kNegInf;
+    float m_all = sink;
+    for (int s = 0; s < g.num_splits; ++s) {
+      const float* part = partials + g.partial_offset + s * g.partial_stride;
+      m_all = std::max(m_all, part[int64_t{rows} * dv + r]);
+    }
+    std::fill(tmp, tmp + dv, 0.0f);
+    float denom = 0.0f;
+    if (m_all != kNegInf) {
+      for (int s = 0; s < g.num_splits; ++s) {
+        const float* part = partials + g.partial_offset + s * g.partial_stride;
+        const float m = part[int64_t{rows} * dv + r];
+        if (m == kNegInf) continue;
+        const float w = std::exp(m - m_all);
+        denom += w * part[int64_t{rows} * dv + rows + r];
+        const typename Ops::V wv = Ops::set1(w);
+        const float* orow = part + int64_t{r} * dv;
+        for (int c = 0; c < dv; c += L) {
+          Ops::store(tmp + c, Ops::fmadd(wv, Ops::load(orow + c), Ops::load(tmp + c)));
+        }
+      }
+      if (p.sinks != nullptr) denom += std::exp(sink - m_all);
+    }
+    void* dst = static_cast<char*>(p.out) +
+                ((tok0 + t) * p.o_token_stride + int64_t{h} * p.o_head_stride) * osize;
+    store_row(p.q_dtype, tmp, denom > 0.0f ? p.v_scale / denom : 0.0f, dst, dv);
+  }
+}

@@ -1,0 +1,20 @@
+#pragma once
+// The per-ISA entry points (one translation unit each). Callers go through
+// flash_attention.h, which picks one with active_cpu_isa().
+
+#include "attnkit/kernels/paged_attention_params.h"
+#include "backends/cpu/flash_plan.h"
+
+namespace attnkit::cpu {
+
+void flash_attention_scalar(const PagedAttentionParams& p, const FlashPlan& plan,
+                            FlashWorkspace& ws);
+void flash_attention_avx2(const PagedAttentionParams& p, const FlashPlan& plan, FlashWorkspace& ws);
+void flash_attention_avx512(const PagedAttentionParams& p, const FlashPlan& plan,
+                            FlashWorkspace& ws, bool bf16_dot);
+
+void cache_update_scalar(const CacheUpdateParams& p);
+void cache_update_avx2(const CacheUpdateParams& p);
+void cache_update_avx512(const CacheUpdateParams& p);
+
+}  // namespace attnkit::cpu

@@ -1,0 +1,114 @@
+#pragma once
+// The plan of one CPU flash-attention step (the "plan" half of plan/run): how the batch is
+// cut into work items, which requests use split-KV (flash-decoding) and how many chunks,
+// and how much scratch the run needs. Built once per step from the batch description;
+// flash_attention() only runs it.
+//
+// A work item is (request, KV head, query tile, key range). Its rows are the query heads of
+// that KV head times the tokens of the query tile, packed as row = token * group + g with
+// group = num_heads / num_kv_heads (GQA packing: every K/V byte an item reads serves all
+// its rows). A request whose rows fit one tile and whose visible keys are many may be cut
+// into several key ranges (splits); their partial results (unnormalised output, running max
+// and sum) go to a partial buffer and a merge pass combines them with the log-sum-exp rule.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace attnkit::cpu {
+
+// Which queries see which keys (the masking part of PagedAttentionParams).
+struct MaskSpec {
+  bool causal = true;
+  int sliding_window = 0;  // 0 = none
+  int chunk_size = 0;      // 0 = none
+};
+
+// The visible key interval [lo, hi] (inclusive, may be empty: lo > hi) of query token
+// `token` (0-based within its request) of a request with q_len queries over kv_len keys.
+struct KeyInterval {
+  int lo = 0;
+  int hi = -1;
+};
+KeyInterval visible_keys(const MaskSpec& mask, int q_len, int kv_len, int token);
+
+struct FlashPlanOptions {
+  int num_threads = 0;              // 0 = omp_get_max_threads()
+  int rows_per_tile = 32;           // target rows (tokens x group) of a prefill query tile
+  int min_split_keys = 512;         // a split covers at least this many keys
+  int max_splits = 64;              // per request and KV head
+  int target_items_per_thread = 4;  // split-KV kicks in below this many items per thread
+};
+
+struct FlashWorkItem {
+  int32_t seq = 0;
+  int32_t kv_head = 0;
+  int32_t q_begin = 0, q_end = 0;  // query tokens [q_begin, q_end) of the request
+  int32_t k_begin = 0, k_end = 0;  // key positions [k_begin, k_end) this item visits
+  int64_t partial_offset = -1;     // floats into the partial buffer; -1 = writes output
+  int64_t cost = 0;                // rows x keys, for scheduling
+};
+
+// The splits of one (request, KV head, query tile) to merge after the items ran.
+struct FlashMergeGroup {
+  int32_t seq = 0;
+  int32_t kv_head = 0;
+  int32_t q_begin = 0, q_end = 0;
+  int32_t num_splits = 0;
+  // Split k's partial result starts at partial_offset + k * partial_stride floats:
+  //   o [rows, head_size_v] (unnormalised), then m [rows] (running max), l [rows] (sum).
+  int64_t partial_offset = 0;
+  int64_t partial_stride = 0;
+};
+
+struct FlashPlan {
+  int num_heads = 0, num_kv_heads = 0, head_size = 0, head_size_v = 0;
+  int num_threads = 1;
+  int max_rows = 0;                     // largest rows of any item
+  std::vector<FlashWorkItem> items;     // sorted by decreasing cost (longest first)
+  std::vector<FlashMergeGroup> merges;  // empty when no request is split
+  // Per request and KV head: number of key splits (1 = none), [num_seqs * num_kv_heads].
+  std::vector<int32_t> splits;
+  int64_t partial_floats = 0;             // size of the partial buffer
+  int64_t scratch_floats_per_thread = 0;  // size of each thread's scratch
+};
+
+// Plans a step. query_start_loc [num_seqs + 1] and seq_lens [num_seqs] as in
+// PagedAttentionParams; requires num_heads % num_kv_heads == 0 and positive head sizes.
+FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
+                          std::span<const int32_t> seq_lens, int num_heads, int num_kv_heads,
+                          int head_size, int head_size_v, const MaskSpec& mask,
+                          const FlashPlanOptions& options = {});
+
+// Scratch memory a plan runs in: 64-byte aligned, per thread and for partial results.
+// Reused across steps; ensure() only grows.
+class FlashWorkspace {
+ public:
+  void ensure(const FlashPlan& plan);
+  // Thread `thread`'s scratch (plan.scratch_floats_per_thread floats).
+  float* thread_scratch(int thread);
+  float* partials();
+
+ private:
+  static float* aligned(std::vector<float>& v);
+  std::vector<float> scratch_;
+  std::vector<float> partials_;
+  int64_t per_thread_ = 0;
+};
+
+// Where each region of a thread's scratch starts (in floats; each 64-byte aligned):
+//   q     [max_rows, head_size]   query rows (fp32, or raw bf16 for the bf16-dot path)
+//   o     [max_rows, head_size_v] unnormalised output accumulator
+//   p     [max_rows, 16]          softmax numerators of the current key tile
+//   m, l, alpha [max_rows]        running max, running sum, rescale factor of the tile
+//   kf    [16, head_size]         current key tile converted to fp32
+//   vf    [16, head_size_v]       current value tile converted to fp32
+//   iv    [max_rows] KeyInterval  visible key interval of each query token (2 int32 each)
+struct ScratchLayout {
+  int64_t q = 0, o = 0, p = 0, m = 0, l = 0, alpha = 0, kf = 0, vf = 0, iv = 0, total = 0;
+};
+ScratchLayout scratch_layout(int max_rows, int head_size, int head_size_v);
+// Keys per tile the scratch is sized for (the widest SIMD target's fp32 lanes).
+inline constexpr int kMaxTileKeys = 16;
+
+}  // namespace attnkit::cpu

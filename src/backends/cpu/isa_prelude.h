@@ -1,0 +1,25 @@
+#pragma once
+// Every header the per-ISA kernel files need, included BEFORE their target pragma: code
+// defined in these headers must stay compiled for the baseline ISA (it may be shared with
+// other translation units), and the kernel headers included inside the ISA namespace rely
+// on these being included already.
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "attnkit/core/enums.h"
+#include "attnkit/core/numeric.h"
+#include "attnkit/kernels/paged_attention_params.h"
+#include "backends/cpu/flash_kernels.h"
+#include "backends/cpu/flash_plan.h"
+#include "backends/cpu/kv_tags.h"

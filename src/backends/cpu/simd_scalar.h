@@ -1,0 +1,111 @@
+#pragma once
+// Portable ops for the flash kernels: a "vector" is 8 floats handled by plain loops (the
+// compiler may vectorise them with the baseline ISA). Conversions go through
+// attnkit/core/numeric.h. Only flash_kernels_scalar.cpp includes this.
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "attnkit/core/numeric.h"
+#include "backends/cpu/kv_tags.h"
+
+struct Ops {
+  struct V {
+    float v[8];
+  };
+  using BV = int;
+  static constexpr int kLanes = 8;
+  static constexpr bool kHasBf16Dot = false;
+
+  template <class F>
+  static V map(F f) {
+    V r;
+    for (int i = 0; i < kLanes; ++i) r.v[i] = f(i);
+    return r;
+  }
+  static V zero() { return set1(0.0f); }
+  static V set1(float x) {
+    return map([x](int) { return x; });
+  }
+  static V load(const float* p) {
+    V r;
+    std::memcpy(r.v, p, sizeof(r.v));
+    return r;
+  }
+  static void store(float* p, V v) { std::memcpy(p, v.v, sizeof(v.v)); }
+  static V add(V a, V b) {
+    return map([&](int i) { return a.v[i] + b.v[i]; });
+  }
+  static V sub(V a, V b) {
+    return map([&](int i) { return a.v[i] - b.v[i]; });
+  }
+  static V mul(V a, V b) {
+    return map([&](int i) { return a.v[i] * b.v[i]; });
+  }
+  static V div(V a, V b) {
+    return map([&](int i) { return a.v[i] / b.v[i]; });
+  }
+  static V fmadd(V a, V b, V c) {
+    return map([&](int i) { return a.v[i] * b.v[i] + c.v[i]; });
+  }
+  static float hsum(V v) {
+    float s = 0.0f;
+    for (float x : v.v) s += x;
+    return s;
+  }
+  static float hmax(V v) {
+    float m = v.v[0];
+    for (float x : v.v) m = x > m ? x : m;
+    return m;
+  }
+  static V exp(V x) {
+    return map([&](int i) { return std::exp(x.v[i]); });
+  }
+  static V tanh(V x) {
+    return map([&](int i) { return std::tanh(x.v[i]); });
+  }
+  static V reduce_lanes(const V* a) {
+    return map([&](int j) { return hsum(a[j]); });
+  }
+  static V mask_range(V s, int lo, int hi) {
+    return map([&](int i) {
+      return i >= lo && i <= hi ? s.v[i] : -std::numeric_limits<float>::infinity();
+    });
+  }
+
+  static V load_f32(attnkit::cpu::KvF32, const void* p) {
+    return load(static_cast<const float*>(p));
+  }
+  static V load_f32(attnkit::cpu::KvBf16, const void* p) {
+    const auto* h = static_cast<const uint16_t*>(p);
+    return map([h](int i) { return attnkit::bf16_bits_to_float(h[i]); });
+  }
+  static V load_f32(attnkit::cpu::KvF16, const void* p) {
+    const auto* h = static_cast<const uint16_t*>(p);
+    return map([h](int i) { return attnkit::half_bits_to_float(h[i]); });
+  }
+  static V load_f32(attnkit::cpu::KvE4m3, const void* p) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return map([b](int i) { return attnkit::fp8_e4m3_to_float(b[i]); });
+  }
+  static V load_f32(attnkit::cpu::KvE5m2, const void* p) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return map([b](int i) { return attnkit::fp8_e5m2_to_float(b[i]); });
+  }
+
+  static void store_as(attnkit::cpu::KvF32, void* p, V v) { store(static_cast<float*>(p), v); }
+  static void store_as(attnkit::cpu::KvBf16, void* p, V v) {
+    auto* h = static_cast<uint16_t*>(p);
+    for (int i = 0; i < kLanes; ++i) h[i] = attnkit::float_to_bf16_bits(v.v[i]);
+  }
+  static void store_as(attnkit::cpu::KvF16, void* p, V v) {
+    auto* h = static_cast<uint16_t*>(p);
+    for (int i = 0; i < kLanes; ++i) h[i] = attnkit::float_to_half_bits(v.v[i]);
+  }
+
+  static BV load_bf16_pairs(const uint16_t*) { return 0; }
+  static BV load_bf16_half(const uint16_t*) { return 0; }
+  static V dot_bf16(V acc, BV, BV) { return acc; }
+};

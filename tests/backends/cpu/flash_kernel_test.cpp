@@ -1,0 +1,278 @@
+// The CPU flash kernels against the dense fp64 oracle (attention_case.h), for every SIMD
+// target this machine runs, with one thread and with all threads.
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attention_case.h"
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu/flash_attention.h"
+
+namespace attnkit::cpu {
+namespace {
+
+using testing::AttentionCase;
+using testing::CaseSpec;
+
+// Runs `spec` on `isa` with `threads` threads and the given plan options; expects the
+// output within tolerance of the oracle.
+void expect_matches(const CaseSpec& spec, CpuIsa isa, int threads, FlashPlanOptions options = {}) {
+  AttentionCase c(spec);
+  c.clear_output();
+  const PagedAttentionParams p = c.params();
+  options.num_threads = threads;
+  const FlashPlan plan = make_flash_plan(p, options);
+  FlashWorkspace ws;
+  flash_attention(p, plan, ws, isa);
+  std::string where;
+  const double excess = c.worst_violation(&where);
+  EXPECT_LE(excess, 0.0) << spec.describe() << " isa " << to_string(isa) << " threads " << threads
+                         << ": " << where;
+}
+
+// Every (target, threads) combination.
+void expect_matches_everywhere(const CaseSpec& spec, FlashPlanOptions options = {}) {
+  for (CpuIsa isa : runnable_cpu_isas()) {
+    for (int threads : {1, omp_get_max_threads()}) expect_matches(spec, isa, threads, options);
+  }
+}
+
+// Forces splitting on even short contexts, so the merge path runs.
+FlashPlanOptions forced_splits() {
+  FlashPlanOptions o;
+  o.min_split_keys = 16;
+  o.target_items_per_thread = 64;
+  return o;
+}
+
+TEST(CpuFlashKernel, DecodeGqaBf16OverLongAndShortContexts) {
+  CaseSpec s;
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.head_size = s.head_size_v = 128;
+  s.q_dtype = s.kv_dtype = ScalarType::kBFloat16;
+  s.q_lens = {1, 1, 1, 1};
+  s.kv_lens = {1, 17, 300, 2100};
+  expect_matches_everywhere(s);
+  s.seed = 2;
+  expect_matches_everywhere(s, forced_splits());
+}
+
+TEST(CpuFlashKernel, PrefillAndMixedBatchCausalFp32Hnd) {
+  CaseSpec s;
+  s.num_heads = 6;
+  s.num_kv_heads = 3;
+  s.head_size = s.head_size_v = 64;
+  s.hnd = true;
+  s.block_size = 8;
+  s.q_lens = {1, 37, 5, 70};
+  s.kv_lens = {1, 100, 5, 300};
+  expect_matches_everywhere(s);
+}
+
+TEST(CpuFlashKernel, SlidingWindowWithSinksFp16) {
+  CaseSpec s;
+  s.num_heads = 4;
+  s.num_kv_heads = 1;
+  s.head_size = s.head_size_v = 80;
+  s.q_dtype = s.kv_dtype = ScalarType::kFloat16;
+  s.block_size = 32;
+  s.q_lens = {1, 40, 3};
+  s.kv_lens = {500, 90, 1000};
+  s.sliding_window = 33;
+  s.sinks = true;
+  expect_matches_everywhere(s);
+  s.seed = 3;
+  expect_matches_everywhere(s, forced_splits());
+}
+
+TEST(CpuFlashKernel, ChunkedLocalWithSoftCapOverFp8E4m3) {
+  CaseSpec s;
+  s.num_heads = 8;
+  s.num_kv_heads = 4;
+  s.head_size = s.head_size_v = 96;
+  s.q_dtype = ScalarType::kBFloat16;
+  s.kv_dtype = ScalarType::kFp8E4M3;
+  s.k_scale = 0.05f;
+  s.v_scale = 0.02f;
+  s.q_lens = {1, 20, 64};
+  s.kv_lens = {700, 150, 64};
+  s.chunk_size = 48;
+  s.soft_cap = 1.5f;
+  expect_matches_everywhere(s);
+}
+
+TEST(CpuFlashKernel, CrossAttentionNonCausalOverFp8E5m2) {
+  CaseSpec s;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_size = s.head_size_v = 64;
+  s.kv_dtype = ScalarType::kFp8E5M2;
+  s.k_scale = 2.0f;
+  s.v_scale = 0.5f;
+  s.causal = false;
+  s.q_lens = {3, 1, 20};
+  s.kv_lens = {50, 1500, 7};
+  expect_matches_everywhere(s);
+}
+
+TEST(CpuFlashKernel, EncoderOnlyContiguousNonCausal) {
+  CaseSpec s;
+  s.num_heads = 12;
+  s.num_kv_heads = 12;
+  s.head_size = s.head_size_v = 64;
+  s.contiguous = true;
+  s.causal = false;
+  s.q_lens = {9, 128, 1};
+  s.kv_lens = {9, 128, 1};
+  expect_matches_everywhere(s);
+  s.q_dtype = s.kv_dtype = ScalarType::kBFloat16;
+  expect_matches_everywhere(s);
+}
+
+TEST(CpuFlashKernel, MlaLatentWithValuePrefix) {
+  CaseSpec s;
+  s.num_heads = 16;
+  s.num_kv_heads = 1;
+  s.head_size = 576;
+  s.head_size_v = 512;
+  s.mla = true;
+  s.q_dtype = s.kv_dtype = ScalarType::kBFloat16;
+  s.block_size = 64;
+  s.q_lens = {1, 1, 6};
+  s.kv_lens = {1, 400, 70};
+  expect_matches_everywhere(s);
+  s.seed = 4;
+  s.q_dtype = ScalarType::kFloat32;
+  s.kv_dtype = ScalarType::kFp8E4M3;
+  s.k_scale = s.v_scale = 0.01f;
+  s.q_lens = {1, 1};
+  s.kv_lens = {900, 33};
+  expect_matches_everywhere(s, forced_splits());
+}
+
+TEST(CpuFlashKernel, SeparateValueHeadSize) {
+  CaseSpec s;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_size = 192;
+  s.head_size_v = 128;
+  s.q_dtype = s.kv_dtype = ScalarType::kBFloat16;
+  s.q_lens = {1, 30};
+  s.kv_lens = {260, 45};
+  expect_matches_everywhere(s);
+  s.head_size = 48;
+  s.head_size_v = 112;
+  s.q_dtype = ScalarType::kFloat16;
+  s.kv_dtype = ScalarType::kFloat32;
+  expect_matches_everywhere(s);
+}
+
+// Block sizes the backend declares (any): tiny, odd, and larger than a key tile.
+TEST(CpuFlashKernel, AnyBlockSize) {
+  for (int bs : {1, 3, 16, 17, 64, 256}) {
+    CaseSpec s;
+    s.block_size = bs;
+    s.head_size = s.head_size_v = 32;
+    s.q_dtype = s.kv_dtype = ScalarType::kBFloat16;
+    s.q_lens = {1, 11};
+    s.kv_lens = {333, 40};
+    s.seed = static_cast<uint64_t>(bs);
+    expect_matches_everywhere(s);
+  }
+}
+
+// Every head size the backend declares (multiples of 16 up to 576), each on one target in
+// turn, with K and V head sizes that differ too.
+TEST(CpuFlashKernel, EveryDeclaredHeadSize) {
+  const std::vector<CpuIsa> isas = runnable_cpu_isas();
+  int i = 0;
+  for (int d = 16; d <= 576; d += 16, ++i) {
+    CaseSpec s;
+    s.num_heads = 2;
+    s.num_kv_heads = 1;
+    s.head_size = d;
+    s.head_size_v = (i % 3 == 0) ? std::max(16, 592 - d) : d;
+    s.q_dtype = i % 2 == 0 ? ScalarType::kBFloat16 : ScalarType::kFloat32;
+    s.kv_dtype = i % 2 == 0 ? ScalarType::kBFloat16 : ScalarType::kFloat16;
+    s.q_lens = {1, 5};
+    s.kv_lens = {40, 21};
+    s.seed = static_cast<uint64_t>(100 + d);
+    const CpuIsa isa = isas[static_cast<size_t>(i) % isas.size()];
+    expect_matches(s, isa, 1 + i % 2);
+  }
+}
+
+// Queries that see no key (causal with more queries than keys) write zeros; with sinks too.
+TEST(CpuFlashKernel, QueriesThatSeeNothingWriteZeros) {
+  CaseSpec s;
+  s.q_lens = {6};
+  s.kv_lens = {3};  // the first 3 queries sit at negative positions
+  s.sinks = true;
+  expect_matches_everywhere(s);
+}
+
+TEST(CpuFlashPlan, SplitsOnlyWhenThreadsWouldIdleAndPartitionTheKeys) {
+  const std::vector<int32_t> qsl{0, 1};
+  const std::vector<int32_t> lens{16384};
+  FlashPlanOptions o;
+  o.num_threads = 16;
+  const FlashPlan split = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskSpec{}, o);
+  ASSERT_FALSE(split.merges.empty());
+  int covered = 0;
+  for (const FlashWorkItem& it : split.items) {
+    if (it.kv_head == 0) covered += it.k_end - it.k_begin;
+    EXPECT_GE(it.partial_offset, 0);
+  }
+  EXPECT_EQ(covered, 16384);
+  EXPECT_EQ(split.merges.size(), 8u);
+  EXPECT_GT(split.splits[0], 1);
+
+  o.num_threads = 2;  // 8 items already feed 2 threads... but not 4 items each
+  const std::vector<int32_t> qsl8{0, 1, 2, 3, 4, 5, 6, 7, 8};
+  const std::vector<int32_t> lens8(8, 4096);
+  const FlashPlan no_split = make_flash_plan(qsl8, lens8, 32, 8, 128, 128, MaskSpec{}, o);
+  EXPECT_TRUE(no_split.merges.empty());
+  EXPECT_EQ(no_split.items.size(), 64u);
+}
+
+TEST(CpuFlashPlan, CausalPrefillTilesSkipKeysPastTheirLastQuery) {
+  const std::vector<int32_t> qsl{0, 64};
+  const std::vector<int32_t> lens{64};
+  FlashPlanOptions o;
+  o.num_threads = 1;
+  o.rows_per_tile = 16;  // 4 tokens x 4 heads per tile
+  const FlashPlan plan = make_flash_plan(qsl, lens, 4, 1, 64, 64, MaskSpec{}, o);
+  ASSERT_EQ(plan.items.size(), 16u);
+  for (const FlashWorkItem& it : plan.items) {
+    EXPECT_EQ(it.k_begin, 0);
+    EXPECT_EQ(it.k_end, it.q_end);  // keys up to the tile's last query only
+  }
+  MaskSpec window{true, 8, 0};
+  const FlashPlan windowed = make_flash_plan(qsl, lens, 4, 1, 64, 64, window, o);
+  for (const FlashWorkItem& it : windowed.items) {
+    EXPECT_EQ(it.k_begin, std::max(0, it.q_begin - 7));
+  }
+}
+
+TEST(CpuIsa, ForcingAnUnknownOrUnrunnableTargetIsAnError) {
+  EXPECT_THROW(parse_cpu_isa("sse9"), Error);
+  try {
+    parse_cpu_isa("sse9");
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("avx2, avx512, scalar"), std::string::npos);
+  }
+  for (CpuIsa isa : runnable_cpu_isas()) {
+    set_cpu_isa_override(isa);
+    EXPECT_EQ(active_cpu_isa(), isa);
+  }
+  set_cpu_isa_override(std::nullopt);
+  EXPECT_EQ(active_cpu_isa(), runnable_cpu_isas().back());
+}
+
+}  // namespace
+}  // namespace attnkit::cpu
