@@ -90,7 +90,11 @@ void CudaAttentionImpl::forward(const TensorView& query, const TensorView& key,
   if (fresh_kv) {
     check_view(name, "key", key, 3, compute);
     check_view(name, "value", value, 3, compute);
-    if (key.size(0) < tokens || key.size(1) != layer_.num_kv_heads ||
+    // Fresh K/V rows: one per slot_mapping entry with a cache (cross attention: encoder
+    // tokens), else one per query token (encoder-only).
+    const int64_t rows =
+        cache.key.empty() ? tokens : static_cast<int64_t>(common.slot_mapping.size());
+    if (key.size(0) < rows || value.size(0) < rows || key.size(1) != layer_.num_kv_heads ||
         key.size(2) != layer_.head_size || value.size(1) != layer_.num_kv_heads ||
         value.size(2) != layer_.head_size_v) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -205,7 +209,7 @@ void CudaAttentionImpl::forward(const TensorView& query, const TensorView& key,
       u.v_token_stride = p.v_token_stride;
       u.v_head_stride = p.v_head_stride;
       u.slot_mapping = meta->slot_mapping;
-      u.num_tokens = static_cast<int>(tokens);
+      u.num_tokens = static_cast<int>(common.slot_mapping.size());
       u.num_kv_heads = layer_.num_kv_heads;
       u.head_size = layer_.head_size;
       u.head_size_v = layer_.head_size_v;
