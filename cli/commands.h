@@ -12,6 +12,11 @@ namespace attnkit::cli {
 // whether this binary can run them on the platform.
 void add_backends_command(CLI::App& app);
 
+// attnkit explain --model PATH|NAME [--platform P] [--dtype D] [--kv-cache-dtype D]
+// [--block-size N] [--attention-backend NAME] [--attention-config JSON|@FILE] [--json]:
+// every layer's kind and chosen backend (and why), and the KV-cache groups.
+void add_explain_command(CLI::App& app);
+
 // attnkit run [--model M] [--requests N] [--prompt-len MIN:MAX] [--verify] [--json] ...:
 // drives real steps through the selected backends and reports what ran.
 void add_run_command(CLI::App& app);
