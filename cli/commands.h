@@ -12,4 +12,9 @@ namespace attnkit::cli {
 // whether this binary can run them on the platform.
 void add_backends_command(CLI::App& app);
 
+// attnkit bench --backend NAME --heads Q/KV --head-size D --batch B --context L
+// [--query-len N] [--causal] [--sinks] [--kv-cache-dtype T] [--block-size S] [--threads N]
+// [--json]: times one shape and reports it against this machine's measured ceilings.
+void add_bench_command(CLI::App& app);
+
 }  // namespace attnkit::cli

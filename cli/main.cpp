@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
 
   attnkit::cli::add_plugin_option(app);
   attnkit::cli::add_backends_command(app);
+  attnkit::cli::add_bench_command(app);
 
   try {
     app.parse(argc, argv);
