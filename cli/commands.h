@@ -17,4 +17,8 @@ void add_backends_command(CLI::App& app);
 // [--json]: times one shape and reports it against this machine's measured ceilings.
 void add_bench_command(CLI::App& app);
 
+// attnkit conformance --backend NAME [--full] [--json]: checks a backend against REFERENCE
+// over the cases its capabilities declare; exits non-zero when one fails.
+void add_conformance_command(CLI::App& app);
+
 }  // namespace attnkit::cli

@@ -125,7 +125,10 @@ void reference_paged_attention(const PagedAttentionParams& p) {
               p.v_token_stride, p.v_head_stride, values);
 
     const int rows = q_len * p.num_heads;
-#pragma omp parallel
+    // Threads only pay off for large requests; small ones run serially (a thread team's
+    // start-up and barrier cost more than they save, more so on a busy machine).
+    const double work = static_cast<double>(rows) * kv_len * (p.head_size + p.head_size_v);
+#pragma omp parallel if (work > 3.2e7)
     {
       std::vector<double> scores, acc;
 #pragma omp for schedule(dynamic, 4)

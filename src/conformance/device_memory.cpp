@@ -1,0 +1,104 @@
+// Host and CUDA implementations of the conformance suite's DeviceMemory.
+
+#include "attnkit/conformance/device_memory.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "attnkit/build_config.h"
+#include "attnkit/core/error.h"
+
+#if ATTNKIT_HAS_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace attnkit::conformance {
+namespace {
+
+class HostMemory final : public DeviceMemory {
+ public:
+  Device device() const override { return Device{DeviceType::kCpu, 0}; }
+  void* allocate(size_t bytes) override {
+    // 64-byte aligned like HostTensor, so SIMD kernels see the alignment they would in use.
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    if (p == nullptr) {
+      throw Error(ErrorCode::kOutOfMemory, fmt::format("cannot allocate {} host bytes", bytes));
+    }
+    return p;
+  }
+  void deallocate(void* ptr) noexcept override { std::free(ptr); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void synchronize() override {}
+};
+
+#if ATTNKIT_HAS_CUDA
+void cuda_check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    throw Error(
+        status == cudaErrorMemoryAllocation ? ErrorCode::kOutOfMemory : ErrorCode::kInternal,
+        fmt::format("{} failed: {}", what, cudaGetErrorString(status)));
+  }
+}
+
+class CudaMemory final : public DeviceMemory {
+ public:
+  explicit CudaMemory(int index) : index_(index) {}
+  Device device() const override { return Device{DeviceType::kCuda, index_}; }
+  void* allocate(size_t bytes) override {
+    cuda_check(cudaSetDevice(index_), "cudaSetDevice");
+    void* p = nullptr;
+    cuda_check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
+    return p;
+  }
+  void deallocate(void* ptr) noexcept override { cudaFree(ptr); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device");
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
+  }
+  void synchronize() override { cuda_check(cudaDeviceSynchronize(), "the backend's kernels"); }
+
+ private:
+  int index_;
+};
+#endif
+
+}  // namespace
+
+std::unique_ptr<DeviceMemory> make_host_memory() { return std::make_unique<HostMemory>(); }
+
+std::unique_ptr<DeviceMemory> make_cuda_memory(int index) {
+#if ATTNKIT_HAS_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || index < 0 || index >= count) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    throw Error(ErrorCode::kUnsupported,
+                fmt::format("no CUDA device {} on this machine ({} present)", index, count));
+  }
+  return std::make_unique<CudaMemory>(index);
+#else
+  throw Error(ErrorCode::kUnsupported,
+              fmt::format("cannot place tensors on CUDA device {}: this attnkit binary was "
+                          "built without CUDA",
+                          index));
+#endif
+}
+
+std::unique_ptr<DeviceMemory> make_device_memory(PlatformKind platform) {
+  return platform == PlatformKind::kCuda ? make_cuda_memory(0) : make_host_memory();
+}
+
+DeviceBuffer::DeviceBuffer(DeviceMemory& memory, size_t bytes)
+    : memory_(memory), data_(memory.allocate(bytes)), bytes_(bytes) {}
+
+DeviceBuffer::~DeviceBuffer() { memory_.deallocate(data_); }
+
+}  // namespace attnkit::conformance
