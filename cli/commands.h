@@ -17,6 +17,10 @@ void add_backends_command(CLI::App& app);
 // [--json]: times one shape and reports it against this machine's measured ceilings.
 void add_bench_command(CLI::App& app);
 
+// attnkit run [--model M] [--requests N] [--prompt-len MIN:MAX] [--verify] [--json] ...:
+// drives real steps through the selected backends and reports what ran.
+void add_run_command(CLI::App& app);
+
 // attnkit conformance --backend NAME [--full] [--json]: checks a backend against REFERENCE
 // over the cases its capabilities declare; exits non-zero when one fails.
 void add_conformance_command(CLI::App& app);
