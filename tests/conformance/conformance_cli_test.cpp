@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -76,6 +77,22 @@ TEST(ConformanceCli, UnknownBackendAndEmptySelectionFail) {
   run = run_cli("conformance");
   EXPECT_NE(run.status, 0);
   EXPECT_NE(run.output.find("--backend"), std::string::npos) << run.output;
+}
+
+// A plugin's backend runs through the same suite (the example plugin, built beside the
+// CLI when the plugin tests are built).
+TEST(ConformanceCli, PluginBackendsRunThroughTheSameSuite) {
+  const std::filesystem::path cli(ATTNKIT_CLI_PATH);
+  const std::filesystem::path plugin = cli.parent_path().parent_path() / "examples" /
+                                       "plugin_backend" / "libattnkit_example_backend.so";
+  if (!std::filesystem::exists(plugin)) GTEST_SKIP() << plugin << " is not built";
+  const CliRun run =
+      run_cli("--plugin " + plugin.string() + " conformance --backend EXAMPLE_CPU --filter window");
+  EXPECT_EQ(run.status, 0) << run.output;
+  EXPECT_NE(run.output.find("PASS   mixed/bfloat16/kv=auto/h128/q8kv2/bs16/NHD/window=64"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("EXAMPLE_CPU: 2 passed, 0 failed"), std::string::npos) << run.output;
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 // (every head size, dtype and KV dtype including fp8, every attention type, MLA, windows,
 // chunks, sinks, soft-capping, non-causal, any block size, NHD and HND). It is the oracle
 // of the conformance suite and of every backend's tests.
+//
+// MLA: the latent cache is written once, with k_scale, so V (its first head_size_v
+// elements) is read with k_scale too; the layer's v_scale is not used for MLA layers.
 
 #include <memory>
 
