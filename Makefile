@@ -12,7 +12,7 @@ BUILD_DIR_asan := build-asan
 BUILD_DIR := $(BUILD_DIR_$(PRESET))
 ATTNKIT := $(BUILD_DIR)/cli/attnkit
 
-SOURCE_DIRS := $(wildcard include src cli tests bench examples)
+SOURCE_DIRS := $(wildcard include src cli tests bench examples fuzz)
 CXX_SOURCES = $(shell find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 
 .PHONY: all deps configure build test demo format format-check clean

@@ -37,6 +37,13 @@ std::vector<int32_t> kernel_row(const KvCacheGroup& group, const ScheduledReques
 int64_t slot_of(const KvCacheGroup& group, const ScheduledRequest& r, size_t i, int position) {
   const int size = group.cache_block_size();
   const int32_t b = r.block_table[static_cast<size_t>(position / size)];
+  if (b < 0) {
+    // Found by fuzzing: a negative id made a negative slot, which means "do not write".
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("request {} of the batch: block table entry {} is {}, a negative "
+                            "block id (valid ids are >= 1; 0 is the null block)",
+                            i, position / size, b));
+  }
   if (b == BlockPool::kNullBlock) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("request {} of the batch: position {} in group {} maps to the null "

@@ -107,8 +107,9 @@ ModelDescription parse_model_config_text(std::string_view text, std::string_view
   nlohmann::json config;
   try {
     config = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    // Drop nlohmann's "[json.exception.parse_error.101] " tag; keep the position.
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, or out_of_range for a number too large for a double (found by
+    // fuzzing). Drop nlohmann's "[json.exception.parse_error.101] " tag; keep the position.
     std::string what = e.what();
     if (auto pos = what.find("] ");
         what.rfind("[json.exception", 0) == 0 && pos != std::string::npos) {

@@ -75,7 +75,8 @@ AttentionConfig parse_attention_config(std::string_view json_text,
   nlohmann::json root;
   try {
     root = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, or out_of_range for a number too large for a double (found by fuzzing).
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Attention config is not valid JSON: {}", e.what()));
   }

@@ -25,8 +25,14 @@ struct CommonAttentionMetadata {
   std::vector<int32_t> block_table;
   int max_blocks_per_req = 0;
   int block_size = 0;  // kernel block size the block table is expressed in
-  // [num_actual_tokens]: cache slot (block * block_size + offset) where token t's new K/V
-  // is written; -1 = do not write (padding, or cross attention whose cache is filled).
+  // One entry per row of the fresh key/value tensors passed to forward(): the cache slot
+  // (block * block_size + offset) where that row's K/V is written; -1 = do not write.
+  //   decoder kinds: [num_actual_tokens], row t = this step's token t;
+  //   encoder-only:  [num_actual_tokens] of -1 (no cache);
+  //   cross:         one entry per ENCODER token of the requests whose encoder K/V is
+  //                  written this step, in batch order (positions 0..encoder_len-1);
+  //                  empty once every encoder K/V is cached (forward gets empty key/value).
+  // So for cross attention its length is NOT num_actual_tokens (the decoder queries).
   std::vector<int64_t> slot_mapping;
   int max_query_len = 0;
   int max_seq_len = 0;

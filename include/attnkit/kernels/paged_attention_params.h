@@ -19,7 +19,8 @@
 //
 // MLA (absorbed form) is this same contract with num_kv_heads = 1, head_size =
 // kv_lora_rank + rope_dim (e.g. 576), head_size_v = kv_lora_rank (512) and v_cache ==
-// k_cache with the same strides: V is the first head_size_v elements of the latent vector.
+// k_cache with the same strides: V is the first head_size_v elements of the latent vector,
+// written once with k_scale, so an MLA kernel must read V with v_scale == k_scale.
 
 #include <cstdint>
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for a bounded time.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 30)
+# Seeds: fuzz/corpus/<target>/ and fuzz/regressions/<target>/. A find is written to
+# build-fuzz/finds/<target>/crash-*; add it to fuzz/regressions/<target>/ with its fix.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-30}"
+build=build-fuzz
+CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DATTNKIT_ENABLE_CUDA=OFF -DATTNKIT_BUILD_TESTS=OFF -DATTNKIT_BUILD_BENCH=OFF \
+  -DATTNKIT_BUILD_FUZZERS=ON \
+  -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" \
+  >/dev/null
+cmake --build "$build" -j"$(nproc)"
+status=0
+for fuzzer in "$build"/fuzz/*_fuzzer; do
+  target=$(basename "$fuzzer" _fuzzer)
+  work="$build/finds/$target"
+  mkdir -p "$work/corpus"
+  echo "== fuzzing $target for ${seconds}s"
+  if ! "$fuzzer" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$work/" \
+      "$work/corpus" "fuzz/corpus/$target" "fuzz/regressions/$target" 2>"$work/log"; then
+    echo "!! $target found a failure; see $work/log and $work/crash-*"
+    tail -30 "$work/log"
+    status=1
+  else
+    grep -E "stat::number_of_executed_units" "$work/log" | tail -1
+  fi
+done
+exit $status
