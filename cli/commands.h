@@ -17,6 +17,11 @@ void add_backends_command(CLI::App& app);
 // [--json]: times one shape and reports it against this machine's measured ceilings.
 void add_bench_command(CLI::App& app);
 
+// attnkit explain --model PATH|NAME [--platform P] [--dtype D] [--kv-cache-dtype D]
+// [--block-size N] [--attention-backend NAME] [--attention-config JSON|@FILE] [--json]:
+// every layer's kind and chosen backend (and why), and the KV-cache groups.
+void add_explain_command(CLI::App& app);
+
 // attnkit run [--model M] [--requests N] [--prompt-len MIN:MAX] [--verify] [--json] ...:
 // drives real steps through the selected backends and reports what ran.
 void add_run_command(CLI::App& app);

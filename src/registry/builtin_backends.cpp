@@ -10,6 +10,7 @@
 
 #include "attnkit/registry/registry.h"
 #include "backends/cpu/cpu_flash_backend.h"
+#include "backends/cpu_mla/cpu_mla_backend.h"
 #include "backends/reference/reference_backend.h"
 
 namespace attnkit {
@@ -18,6 +19,7 @@ std::span<const BuiltinBackend> builtin_backends() {
   static const std::vector<BuiltinBackend> kBuiltinBackends = {
       {"REFERENCE", make_reference_backend},
       {"CPU_FLASH", make_cpu_flash_backend},
+      {"CPU_MLA", make_cpu_mla_backend},
   };
   return kBuiltinBackends;
 }

@@ -15,6 +15,8 @@ std::string format_cc(int cc) { return fmt::format("{}.{}", cc / 10, cc % 10); }
 std::vector<std::string> builtin_priority(PlatformKind platform, bool use_mla) {
   switch (platform) {
     case PlatformKind::kCpu:
+      // MLA layers try the latent-KV kernels first (CPU_MLA is MLA-only).
+      if (use_mla) return {"CPU_MLA", "CPU_FLASH", "REFERENCE"};
       return {"CPU_FLASH", "REFERENCE"};
     case PlatformKind::kCuda:
       // MLA layers try the latent-KV kernels first; the general backends stay on the list

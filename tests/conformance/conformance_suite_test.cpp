@@ -65,7 +65,8 @@ TEST(ConformanceSuite, EveryRegisteredCpuBackendPassesTheQuickBudget) {
     }
     const ConformanceReport report = run_conformance(*backend);
     EXPECT_TRUE(report.ok()) << name << " failed:\n" << failures(report);
-    EXPECT_GT(report.count(CaseStatus::kPassed), 20) << name;
+    // An MLA-only backend (one head size, decoder only) gets far fewer quick cases.
+    EXPECT_GT(report.count(CaseStatus::kPassed), backend->capabilities().mla_only ? 5 : 20) << name;
     checked.insert(name);
   }
   EXPECT_TRUE(checked.count("REFERENCE"));

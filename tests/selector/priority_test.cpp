@@ -17,7 +17,8 @@ using testing::mla_layer;
 
 TEST(BuiltinPriority, PerPlatformLists) {
   EXPECT_THAT(builtin_priority(PlatformKind::kCpu, false), ElementsAre("CPU_FLASH", "REFERENCE"));
-  EXPECT_THAT(builtin_priority(PlatformKind::kCpu, true), ElementsAre("CPU_FLASH", "REFERENCE"));
+  EXPECT_THAT(builtin_priority(PlatformKind::kCpu, true),
+              ElementsAre("CPU_MLA", "CPU_FLASH", "REFERENCE"));
   EXPECT_THAT(builtin_priority(PlatformKind::kCuda, false),
               ElementsAre("CUDA_FLASH", "CUDA_PAGED"));
   EXPECT_THAT(builtin_priority(PlatformKind::kCuda, true),

@@ -1,0 +1,84 @@
+#pragma once
+// `attnkit explain` as a library: for every layer of a model, on a platform, which backend
+// the selector picks and why (every rejected candidate with its reasons), and the KV cache
+// those choices shape (groups, block sizes, layouts, page sizes, bytes per token).
+// The CLI prints to_text() or to_json(); the runtime and tests use explain() directly.
+
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attnkit/core/platform.h"
+#include "attnkit/kv_cache/kv_cache_config.h"
+#include "attnkit/model/model_description.h"
+#include "attnkit/registry/registry.h"
+#include "attnkit/selector/attention_config.h"
+#include "attnkit/selector/selector.h"
+
+namespace attnkit {
+
+struct ExplainRequest {
+  Platform platform = cpu_platform();
+  std::optional<DType> dtype;  // nullopt: the model's torch_dtype, else bfloat16
+  KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
+  std::optional<int> block_size;  // the user's cache block size, if any
+  AttentionConfig attention;      // ATTNKIT_ATTENTION_BACKEND already applied
+};
+
+struct LayerOutcome {
+  LayerSpec layer;
+  // The selection of this layer's configuration (shared by every layer with the same
+  // configuration); null for layers that need no attention backend.
+  std::shared_ptr<const SelectionResult> selection;
+  int kv_cache_group = -1;  // KvCacheConfig group id; -1 for non-attention layers
+};
+
+struct Explanation {
+  ModelDescription model;
+  Platform platform;
+  DType dtype = DType::kBFloat16;
+  KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
+  std::optional<int> block_size;
+  AttentionConfig attention;
+  std::vector<LayerOutcome> layers;  // one per model layer, in order
+  KvCacheConfig kv_cache;
+  // False when this binary cannot run some chosen backend on the platform (a platform
+  // described rather than present, e.g. cuda:9.0 on a CPU-only build); notes say why.
+  bool runnable = true;
+  std::vector<std::string> notes;     // distinct binary reasons
+  std::vector<std::string> warnings;  // the model's and the selector's, distinct
+};
+
+// Selects a backend for every attention layer and plans the KV cache. Throws the
+// selector's and the planner's Errors (strict user choice that cannot serve a layer, no
+// backend for a layer, a block size no backend takes), prefixed with the layer.
+Explanation explain(const ModelDescription& model, const ExplainRequest& request,
+                    const BackendRegistry& registry = global_registry());
+
+// For people: the model and platform, layers grouped by identical outcome, the KV-cache
+// groups, and per distinct configuration every candidate with its reasons.
+std::string to_text(const Explanation& explanation);
+
+// For programs; the stable schema (null where a field does not apply):
+// {"model", "model_type", "architecture", "source", "platform", "platform_is_local",
+//  "runnable", "notes", "dtype", "kv_cache_dtype", "block_size", "attention_config",
+//  "warnings",
+//  "layers": [{"index", "name", "layer_type", "is_attention", "kind", "attn_type",
+//              "num_heads", "num_kv_heads", "head_size", "head_size_v", "scale",
+//              "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla",
+//              "backend", "chosen_by", "requested", "rejected": {"NAME": [reasons]},
+//              "kv_cache_group", "note"}],
+//  "kv_cache_groups": [{"id", "kind", "spec", "layers", "backend", "backends",
+//              "block_size", "kernel_block_size", "layout", "page_size_bytes",
+//              "kv_bytes_per_token", "has_cache"}],
+//  "page_size_bytes", "num_buffers", "kv_bytes_per_token"}
+nlohmann::json to_json(const Explanation& explanation);
+
+// Layer indices as compact ranges: {0,1,2,3,4,6,7} -> "0-4, 6-7". Six or more runs in a
+// regular pattern are elided: {0,2,4,...,22} -> "0, 2, ..., 22"; layers 0-47 but every
+// fourth -> "0-2, 4-6, ..., 44-46".
+std::string format_layer_list(const std::vector<int>& layers);
+
+}  // namespace attnkit

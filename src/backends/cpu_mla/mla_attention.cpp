@@ -1,0 +1,50 @@
+#include "backends/cpu_mla/mla_attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "attnkit/core/error.h"
+
+namespace attnkit::cpu_mla {
+
+void MlaWorkspace::ensure(const MlaPlan& plan, int head_size, int head_size_v, int threads) {
+  const int64_t rows = plan.max_rows;
+  thread_floats = rows * head_size + rows * head_size_v + int64_t{kMaxLanes} * head_size +
+                  rows * kMaxLanes + 2 * rows + 64;
+  const auto need = static_cast<size_t>(thread_floats * threads);
+  if (thread_scratch.size() < need) thread_scratch.resize(need);
+  const auto partial = static_cast<size_t>(plan.partial_rows);
+  if (partial_out.size() < partial * static_cast<size_t>(head_size_v)) {
+    partial_out.resize(partial * static_cast<size_t>(head_size_v));
+  }
+  if (partial_ml.size() < 2 * partial) partial_ml.resize(2 * partial);
+}
+
+void mla_attention(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws) {
+  mla_attention(p, plan, ws, cpu::active_cpu_isa());
+}
+
+void mla_attention(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws,
+                   cpu::CpuIsa isa) {
+  if (plan.items.empty()) return;
+  ATTNKIT_CHECK(p.num_kv_heads == 1 && p.num_heads == plan.num_heads, "plan made for other heads");
+  ATTNKIT_CHECK(p.head_size % 16 == 0 && p.head_size_v % 16 == 0 && p.head_size_v <= p.head_size,
+                "MLA head sizes must be multiples of 16 with head_size_v <= head_size");
+  ATTNKIT_CHECK(p.block_table != nullptr && p.block_size > 0, "MLA kernels read a paged cache");
+  ATTNKIT_CHECK(p.sinks == nullptr && p.soft_cap == 0.0f && p.chunk_size == 0,
+                "sinks, soft-cap and chunked-local are not MLA kernel features");
+  ws.ensure(plan, p.head_size, p.head_size_v, omp_get_max_threads());
+  switch (isa) {
+#if defined(__x86_64__) || defined(__i386__)
+    case cpu::CpuIsa::kAvx512:
+      return mla_attention_avx512(p, plan, ws);
+    case cpu::CpuIsa::kAvx2:
+      return mla_attention_avx2(p, plan, ws);
+#endif
+    default:
+      return mla_attention_scalar(p, plan, ws);
+  }
+}
+
+}  // namespace attnkit::cpu_mla

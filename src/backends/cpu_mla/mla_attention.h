@@ -1,0 +1,47 @@
+#pragma once
+// CPU_MLA's kernels: absorbed-weights MLA attention over a latent cache, a pure function over
+// the kernel contract (attnkit/kernels/paged_attention_params.h with num_kv_heads = 1 and
+// v_cache == k_cache), dispatched per call to the SIMD target CPU_FLASH's cpu_isa.h picks.
+//
+// Supported: q_dtype fp32/fp16/bf16; kv_dtype fp32/fp16/bf16/fp8 e4m3/e5m2 (k_scale
+// dequantises both the scores and V); head_size and head_size_v multiples of 16 with
+// head_size_v <= head_size; paged keys (block_table != nullptr); causal or not; a sliding
+// window. Not supported (the backend never passes them): sinks, soft-cap, chunked-local.
+
+#include <vector>
+
+#include "attnkit/kernels/paged_attention_params.h"
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu_mla/mla_plan.h"
+
+namespace attnkit::cpu_mla {
+
+// Scratch the kernels run in, grown on demand. Layout:
+//   thread_scratch: per OpenMP thread, thread_floats floats: the item's fp32 queries
+//                   [rows, head_size], output accumulators [rows, head_size_v], one key
+//                   tile [lanes, head_size], probabilities [rows, lanes], m, l [rows];
+//   partial_out:    [plan.partial_rows, head_size_v] unnormalised split outputs;
+//   partial_ml:     [plan.partial_rows, 2] running max m and sum l of each split row.
+struct MlaWorkspace {
+  std::vector<float> thread_scratch;
+  std::vector<float> partial_out;
+  std::vector<float> partial_ml;
+  int64_t thread_floats = 0;
+  void ensure(const MlaPlan& plan, int head_size, int head_size_v, int threads);
+};
+
+// Computes out for every query token of `p` as planned by `plan` (made for the same batch,
+// heads and mask). Inputs are trusted (the backend validates them).
+void mla_attention(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws);
+void mla_attention(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws,
+                   cpu::CpuIsa isa);
+
+// Per-ISA entry points (mla_kernels_<isa>.cpp).
+void mla_attention_scalar(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws);
+void mla_attention_avx2(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws);
+void mla_attention_avx512(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws);
+
+// Largest SIMD width any target uses (the key tile is this many keys at most).
+inline constexpr int kMaxLanes = 16;
+
+}  // namespace attnkit::cpu_mla

@@ -1,0 +1,39 @@
+// MLA kernels compiled for AVX2 + FMA + F16C. See mla_kernel_impl.h for the algorithm;
+// backends/cpu/cpu_isa.h for how a target is chosen.
+
+#include "backends/cpu/isa_prelude.h"
+#include "backends/cpu_mla/mla_attention.h"
+#include "backends/cpu_mla/mla_plan.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi,bmi2"))), apply_to = function)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,bmi,bmi2")
+#endif
+
+namespace attnkit::cpu_mla::avx2_isa {
+#include "backends/cpu/simd_avx2.h"
+// clang-format off
+#include "backends/cpu/flash_kernel_impl.h"
+#include "backends/cpu_mla/mla_kernel_impl.h"
+// clang-format on
+}  // namespace attnkit::cpu_mla::avx2_isa
+
+namespace attnkit::cpu_mla {
+
+void mla_attention_avx2(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws) {
+  avx2_isa::run_mla(p, plan, ws);
+}
+
+}  // namespace attnkit::cpu_mla
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#elif defined(__GNUC__)
+#pragma GCC pop_options
+#endif
+
+#endif  // x86

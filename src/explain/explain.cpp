@@ -1,0 +1,118 @@
+#include "attnkit/explain/explain.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "attnkit/core/error.h"
+#include "attnkit/kv_cache/spec_factory.h"
+
+namespace attnkit {
+
+namespace {
+
+void add_distinct(std::vector<std::string>& list, const std::string& item) {
+  if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
+}
+
+// Errors keep the selector's or planner's message and say which layer they are about.
+[[noreturn]] void rethrow_for_layer(const Error& e, const LayerSpec& layer) {
+  throw Error(e.code(), fmt::format("Layer {} ({}, {}): {}", layer.index, layer.name,
+                                    describe_kind(layer), e.what()));
+}
+
+}  // namespace
+
+Explanation explain(const ModelDescription& model, const ExplainRequest& request,
+                    const BackendRegistry& registry) {
+  Explanation out;
+  out.model = model;
+  out.platform = request.platform;
+  out.dtype = request.dtype.value_or(model.dtype.value_or(DType::kBFloat16));
+  out.kv_cache_dtype = request.kv_cache_dtype;
+  out.block_size = request.block_size;
+  out.attention = request.attention;
+  for (const std::string& w : model.warnings) add_distinct(out.warnings, w);
+
+  // 1. Select per layer (the selector caches per distinct configuration, so layers with
+  //    equal configurations share one result).
+  const Selector selector(request.attention, registry);
+  std::vector<LayerKvInput> kv_inputs;
+  std::vector<std::shared_ptr<const AttentionBackend>> in_use;  // keeps backends alive
+  for (const LayerSpec& layer : model.layers) {
+    LayerOutcome outcome;
+    outcome.layer = layer;
+    if (layer.is_attention) {
+      const SelectorConfig config =
+          selector_config(layer, out.dtype, out.kv_cache_dtype, request.block_size);
+      try {
+        outcome.selection = selector.select(config, request.platform);
+        std::shared_ptr<const AttentionBackend> backend = registry.get(outcome.selection->backend);
+        LayerKvInput input;
+        input.layer_index = layer.index;
+        input.spec = spec_for_layer(config, model.max_encoder_len);
+        input.backend = backend.get();
+        kv_inputs.push_back(input);
+        in_use.push_back(std::move(backend));
+      } catch (const Error& e) {
+        rethrow_for_layer(e, layer);
+      }
+      for (const std::string& w : outcome.selection->warnings) add_distinct(out.warnings, w);
+      if (!outcome.selection->runnable) {
+        out.runnable = false;
+        add_distinct(out.notes, fmt::format("{} on {}: {}", outcome.selection->backend,
+                                            request.platform.to_string(),
+                                            outcome.selection->binary_reason.value_or("")));
+      }
+    }
+    out.layers.push_back(std::move(outcome));
+  }
+
+  // 2. The KV cache those choices shape.
+  out.kv_cache = plan_kv_cache(kv_inputs, request.block_size);
+  for (const KvCacheGroup& group : out.kv_cache.groups) {
+    for (int index : group.layer_indices) {
+      out.layers.at(static_cast<size_t>(index)).kv_cache_group = group.group_id;
+    }
+  }
+  return out;
+}
+
+std::string format_layer_list(const std::vector<int>& layers) {
+  // Runs of consecutive indices, [first, last].
+  std::vector<std::pair<int, int>> runs;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    runs.emplace_back(layers[i], layers[j]);
+    i = j + 1;
+  }
+  auto text = [](const std::pair<int, int>& r) {
+    return r.first == r.second ? fmt::format("{}", r.first)
+                               : fmt::format("{}-{}", r.first, r.second);
+  };
+  // A regular pattern (equal runs at equal spacing; the last may be cut short by the end
+  // of the model) of many runs reads better as its first two runs and its last.
+  constexpr size_t kElideFrom = 6;
+  if (runs.size() >= kElideFrom) {
+    const int length = runs[0].second - runs[0].first;
+    const int step = runs[1].first - runs[0].first;
+    bool regular = true;
+    for (size_t i = 1; i < runs.size() && regular; ++i) {
+      const bool last = i + 1 == runs.size();
+      const int len = runs[i].second - runs[i].first;
+      regular = runs[i].first - runs[i - 1].first == step && (last ? len <= length : len == length);
+    }
+    if (regular) {
+      return fmt::format("{}, {}, ..., {}", text(runs[0]), text(runs[1]), text(runs.back()));
+    }
+  }
+  std::string out;
+  for (const auto& r : runs) {
+    if (!out.empty()) out += ", ";
+    out += text(r);
+  }
+  return out;
+}
+
+}  // namespace attnkit

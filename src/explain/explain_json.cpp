@@ -1,0 +1,129 @@
+// The JSON form of an Explanation. The schema is documented in attnkit/explain/explain.h;
+// scripts depend on it, so keys are only ever added, never renamed or removed.
+
+#include <nlohmann/json.hpp>
+
+#include "attnkit/explain/explain.h"
+#include "attnkit/selector/selection_report.h"
+
+namespace attnkit {
+
+namespace {
+
+template <typename T>
+nlohmann::json or_null(const std::optional<T>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+nlohmann::json layer_json(const LayerOutcome& o) {
+  const LayerSpec& l = o.layer;
+  nlohmann::json j = {
+      {"index", l.index},
+      {"name", l.name},
+      {"layer_type", l.layer_type},
+      {"is_attention", l.is_attention},
+  };
+  if (!l.is_attention) {
+    for (const char* key :
+         {"kind", "attn_type", "num_heads", "num_kv_heads", "head_size", "head_size_v", "scale",
+          "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla", "backend",
+          "chosen_by", "requested", "rejected", "kv_cache_group"}) {
+      j[key] = nullptr;
+    }
+    j["note"] = "no attention backend needed";
+    return j;
+  }
+  j["kind"] = to_string(l.kind);
+  j["attn_type"] = to_string(l.attn_type);
+  j["num_heads"] = l.num_heads;
+  j["num_kv_heads"] = l.num_kv_heads;
+  j["head_size"] = l.head_size;
+  j["head_size_v"] = l.head_size_v;
+  j["scale"] = l.scale;
+  j["sliding_window"] = or_null(l.sliding_window);
+  j["chunk_size"] = or_null(l.chunk_size);
+  j["soft_cap"] = or_null(l.soft_cap);
+  j["sinks"] = l.has_sinks;
+  j["uses_rope"] = l.uses_rope;
+  if (l.mla) {
+    j["mla"] = {{"kv_lora_rank", l.mla->kv_lora_rank},
+                {"qk_rope_head_dim", l.mla->qk_rope_head_dim},
+                {"qk_nope_head_dim", l.mla->qk_nope_head_dim},
+                {"v_head_dim", l.mla->v_head_dim},
+                {"q_lora_rank", or_null(l.mla->q_lora_rank)}};
+  } else {
+    j["mla"] = nullptr;
+  }
+  const SelectionResult& s = *o.selection;
+  j["backend"] = s.backend;
+  j["chosen_by"] = to_string(s.chosen_by);
+  j["requested"] = s.requested;
+  nlohmann::json rejected = nlohmann::json::object();
+  for (const CandidateReport& c : s.candidates) {
+    if (!c.valid()) rejected[c.backend] = c.reasons;
+  }
+  j["rejected"] = rejected;
+  j["kv_cache_group"] = o.kv_cache_group >= 0 ? nlohmann::json(o.kv_cache_group) : nullptr;
+  j["note"] = nullptr;
+  return j;
+}
+
+nlohmann::json group_json(const KvCacheGroup& g) {
+  const std::vector<std::string> backends = g.backend_names();
+  nlohmann::json layouts = nlohmann::json::array();
+  for (KvLayout l : g.layer_layouts) {
+    if (std::find(layouts.begin(), layouts.end(), to_string(l)) == layouts.end()) {
+      layouts.push_back(to_string(l));
+    }
+  }
+  const bool cache = g.has_cache();
+  return {
+      {"id", g.group_id},
+      {"kind", to_string(g.spec.kind)},
+      {"spec", g.spec.describe()},
+      {"layers", g.layer_indices},
+      {"backend", backends.size() == 1 ? nlohmann::json(backends[0]) : nullptr},
+      {"backends", backends},
+      {"block_size", cache ? nlohmann::json(g.cache_block_size()) : nullptr},
+      {"kernel_block_size", cache ? nlohmann::json(g.kernel_block_size) : nullptr},
+      {"layout", cache && layouts.size() == 1 ? layouts[0] : nlohmann::json(nullptr)},
+      {"page_size_bytes", cache ? nlohmann::json(g.spec.page_size_bytes()) : nullptr},
+      {"kv_bytes_per_token", g.bytes_per_token()},
+      {"has_cache", cache},
+  };
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Explanation& e) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerOutcome& o : e.layers) layers.push_back(layer_json(o));
+  nlohmann::json groups = nlohmann::json::array();
+  size_t per_token = 0;
+  for (const KvCacheGroup& g : e.kv_cache.groups) {
+    groups.push_back(group_json(g));
+    per_token += g.bytes_per_token();
+  }
+  return {
+      {"model", e.model.name},
+      {"model_type", e.model.model_type},
+      {"architecture", e.model.architecture},
+      {"source", e.model.source},
+      {"platform", e.platform.to_string()},
+      {"platform_is_local", e.platform.is_local},
+      {"runnable", e.runnable},
+      {"notes", e.notes},
+      {"dtype", to_string(e.dtype)},
+      {"kv_cache_dtype", to_string(e.kv_cache_dtype)},
+      {"block_size", or_null(e.block_size)},
+      {"attention_config", to_json(e.attention)},
+      {"warnings", e.warnings},
+      {"layers", layers},
+      {"kv_cache_groups", groups},
+      {"page_size_bytes", e.kv_cache.page_size_bytes},
+      {"num_buffers", e.kv_cache.num_buffers},
+      {"kv_bytes_per_token", per_token},
+  };
+}
+
+}  // namespace attnkit

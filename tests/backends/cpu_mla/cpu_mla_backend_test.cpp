@@ -1,0 +1,304 @@
+// CPU_MLA against REFERENCE on fresh random inputs: every declared q dtype and latent-cache
+// dtype, every SIMD target this machine runs, prefill/chunk/decode rows mixed in one batch,
+// split-KV decode over long contexts, the sliding window, several block sizes; plus the
+// declared capabilities, selection and the error paths.
+//
+// Tolerances (absolute, outputs are softmax averages of values in [-1, 1]):
+//   fp32 q/out: 2e-5 (fp32 vs double accumulation over <= 1500 keys);
+//   fp16 out: 2e-3; bf16 out: 1e-2 (one rounding of the output, |out| < 1).
+// fp8 caches hold identical bytes in both backends (same quantisation), so the same bounds
+// apply to the dequantised result.
+
+#include "backends/cpu_mla/cpu_mla_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "attnkit/core/error.h"
+#include "backends/cpu/cpu_isa.h"
+#include "backends/cpu_mla/cpu_mla_impl.h"
+#include "backends/reference/reference_backend.h"
+#include "backends/reference/reference_kernels.h"
+#include "mla_case.h"
+
+namespace attnkit::testing {
+namespace {
+
+float tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat16:
+      return 2e-3f;
+    case DType::kBFloat16:
+      return 1e-2f;
+    default:
+      return 2e-5f;
+  }
+}
+
+void expect_matches_reference(const MlaCase& c, const std::string& what) {
+  const auto mla = make_cpu_mla_backend();
+  const auto ref = make_reference_backend();
+  const std::vector<float> want = run_mla_case(*ref, c);
+  const float tol = tolerance(c.dtype);
+  for (cpu::CpuIsa isa : cpu::runnable_cpu_isas()) {
+    cpu::set_cpu_isa_override(isa);
+    const std::vector<float> got = run_mla_case(*mla, c);
+    cpu::set_cpu_isa_override(std::nullopt);
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    size_t worst_at = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double err = std::abs(double{got[i]} - double{want[i]});
+      if (!(err <= worst)) {  // also catches NaN
+        worst = std::isnan(err) ? INFINITY : err;
+        worst_at = i;
+      }
+    }
+    EXPECT_LE(worst, tol) << what << " isa " << cpu::to_string(isa) << " at element " << worst_at
+                          << ": got " << got[worst_at] << " want " << want[worst_at];
+  }
+}
+
+MlaCase mixed_batch() {
+  MlaCase c;
+  c.requests = {{37, 37}, {5, 300}, {1, 700}, {1, 1}, {3, 20}};
+  return c;
+}
+
+TEST(CpuMla, MixedBatchMatchesReferenceForEveryDtype) {
+  struct Combo {
+    DType dtype;
+    KvCacheDType kv;
+    float k_scale;
+  };
+  const Combo combos[] = {
+      {DType::kFloat32, KvCacheDType::kFloat32, 1.0f},
+      {DType::kFloat32, KvCacheDType::kBFloat16, 1.0f},
+      {DType::kBFloat16, KvCacheDType::kBFloat16, 1.0f},
+      {DType::kFloat16, KvCacheDType::kFloat16, 1.0f},
+      {DType::kFloat32, KvCacheDType::kFp8E4M3, 0.5f},
+      {DType::kBFloat16, KvCacheDType::kFp8E4M3, 0.02f},
+      {DType::kFloat32, KvCacheDType::kFp8E5M2, 2.0f},
+  };
+  uint64_t seed = 10;
+  for (const Combo& combo : combos) {
+    MlaCase c = mixed_batch();
+    c.dtype = combo.dtype;
+    c.kv_dtype = combo.kv;
+    c.k_scale = combo.k_scale;
+    c.seed = ++seed;
+    expect_matches_reference(
+        c, std::string(to_string(combo.dtype)) + " kv " + std::string(to_string(combo.kv)));
+  }
+}
+
+TEST(CpuMla, SplitKvDecodeOfFewLongRequestsMatchesReference) {
+  MlaCase c;
+  c.requests = {{1, 1500}, {1, 600}};
+  c.num_heads = 128;
+  c.dtype = DType::kBFloat16;
+  c.kv_dtype = KvCacheDType::kBFloat16;
+  c.block_size = 64;
+  c.seed = 77;
+  expect_matches_reference(c, "decode 128 heads");
+
+  // The plan really split the long keys (2 requests are fewer than 2 x threads).
+  const cpu_mla::MlaPlan plan =
+      cpu_mla::make_mla_plan(std::vector<int32_t>{0, 1, 2}, std::vector<int32_t>{3000, 1500}, 128,
+                             true, 0, {.threads = 2});
+  EXPECT_GT(plan.items.size(), 2u);
+  EXPECT_GT(plan.partial_rows, 0);
+}
+
+TEST(CpuMla, ForcedSplitsOfEveryTileMatchTheReferenceKernel) {
+  // Kernel level: every tile (prefill ones too, whose rows see no key in some chunks) cut
+  // into 5 chunks and merged by log-sum-exp, against the reference kernel, fp32 throughout.
+  const std::vector<int32_t> qsl{0, 37, 42, 43, 44, 47};
+  const std::vector<int32_t> seq{37, 300, 700, 1, 20};
+  const int heads = 16, block = 16, max_blocks = 44;
+  std::mt19937_64 gen(9);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> q(static_cast<size_t>(47) * heads * kLatent);
+  std::vector<float> latent(static_cast<size_t>(5) * max_blocks * block * kLatent);
+  for (float& x : q) x = dist(gen);
+  for (float& x : latent) x = dist(gen);
+  std::vector<int32_t> table(static_cast<size_t>(5) * max_blocks);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(table.size() - 1 - i);
+  std::vector<float> want(static_cast<size_t>(47) * heads * kLora);
+  std::vector<float> got(want.size());
+  PagedAttentionParams p;
+  p.q = q.data();
+  p.q_token_stride = int64_t{heads} * kLatent;
+  p.q_head_stride = kLatent;
+  p.o_token_stride = int64_t{heads} * kLora;
+  p.o_head_stride = kLora;
+  p.k_cache = p.v_cache = latent.data();
+  p.k_block_stride = p.v_block_stride = int64_t{block} * kLatent;
+  p.k_token_stride = p.v_token_stride = kLatent;
+  p.num_seqs = 5;
+  p.query_start_loc = qsl.data();
+  p.seq_lens = seq.data();
+  p.block_table = table.data();
+  p.block_table_stride = max_blocks;
+  p.block_size = block;
+  p.num_heads = heads;
+  p.num_kv_heads = 1;
+  p.head_size = kLatent;
+  p.head_size_v = kLora;
+  p.scale = 0.07f;
+  for (int window : {0, 90}) {
+    p.sliding_window = window;
+    p.out = want.data();
+    reference_paged_attention(p);
+    const cpu_mla::MlaPlan plan =
+        cpu_mla::make_mla_plan(qsl, seq, heads, true, window, {.force_splits = 5});
+    int split_items = 0;
+    for (const cpu_mla::MlaWorkItem& item : plan.items) split_items += item.num_splits > 1;
+    EXPECT_GT(split_items, 20);
+    for (cpu::CpuIsa isa : cpu::runnable_cpu_isas()) {
+      std::fill(got.begin(), got.end(), NAN);
+      p.out = got.data();
+      cpu_mla::MlaWorkspace ws;
+      cpu_mla::mla_attention(p, plan, ws, isa);
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double err = std::abs(double{got[i]} - double{want[i]});
+        worst = std::isnan(err) ? INFINITY : std::max(worst, err);
+      }
+      EXPECT_LE(worst, 2e-5) << "window " << window << " isa " << cpu::to_string(isa);
+    }
+  }
+}
+
+TEST(CpuMla, SlidingWindowMatchesReference) {
+  for (int window : {1, 50, 257}) {
+    MlaCase c;
+    c.requests = {{40, 40}, {1, 600}, {7, 333}};
+    c.sliding_window = window;
+    c.dtype = DType::kBFloat16;
+    c.kv_dtype = KvCacheDType::kBFloat16;
+    c.seed = static_cast<uint64_t>(window);
+    expect_matches_reference(c, "window " + std::to_string(window));
+  }
+}
+
+TEST(CpuMla, BlockSizesMatchReference) {
+  for (int block : {1, 7, 64}) {
+    MlaCase c;
+    c.requests = {{9, 130}, {1, 65}};
+    c.block_size = block;
+    c.num_heads = 8;
+    c.seed = static_cast<uint64_t>(block) + 100;
+    expect_matches_reference(c, "block " + std::to_string(block));
+  }
+}
+
+TEST(CpuMla, DeclaresExactlyWhatItRuns) {
+  const auto mla = make_cpu_mla_backend();
+  const BackendCapabilities& caps = mla->capabilities();
+  EXPECT_TRUE(caps.mla);
+  EXPECT_TRUE(caps.mla_only);
+  EXPECT_TRUE(caps.head_sizes.allows(576));
+  EXPECT_FALSE(caps.head_sizes.allows(512));
+  EXPECT_TRUE(caps.sliding_window);
+  EXPECT_FALSE(caps.sinks || caps.soft_cap || caps.chunked_local || caps.non_causal);
+
+  SelectorConfig config;
+  config.head_size = 576;
+  config.head_size_v = 512;
+  config.num_heads = 16;
+  config.num_kv_heads = 1;
+  config.use_mla = true;
+  config.mla_rope_dim = 64;
+  config.kv_cache_dtype = KvCacheDType::kFp8E4M3;
+  EXPECT_TRUE(mla->validate(config, cpu_platform()).empty());
+  config.sliding_window = 4096;
+  EXPECT_TRUE(mla->validate(config, cpu_platform()).empty());
+
+  SelectorConfig wrong_v = config;
+  wrong_v.head_size_v = 448;
+  EXPECT_FALSE(mla->validate(wrong_v, cpu_platform()).empty());
+  SelectorConfig not_mla;
+  not_mla.head_size = 128;
+  not_mla.head_size_v = 128;
+  EXPECT_FALSE(mla->validate(not_mla, cpu_platform()).empty());
+  SelectorConfig sinks = config;
+  sinks.has_sinks = true;
+  EXPECT_FALSE(mla->validate(sinks, cpu_platform()).empty());
+}
+
+TEST(CpuMla, RejectsLayersItCannotRun) {
+  const auto mla = make_cpu_mla_backend();
+  MlaCase c = mixed_batch();
+  AttentionLayerParams layer = mla_layer(c);
+  layer.use_mla = false;
+  try {
+    mla->make_impl(layer);
+    FAIL() << "non-MLA layer accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("MLA"), std::string::npos);
+  }
+  layer = mla_layer(c);
+  layer.head_size_v = 256;
+  EXPECT_THROW(mla->make_impl(layer), Error);
+  layer = mla_layer(c);
+  layer.soft_cap = 30.0f;
+  EXPECT_THROW(mla->make_impl(layer), Error);
+}
+
+TEST(CpuMla, RejectsBadTensorsAndMetadata) {
+  const auto mla = make_cpu_mla_backend();
+  MlaCase c;
+  const AttentionLayerParams layer = mla_layer(c);
+  auto builder = mla->make_builder(KvCacheSpec{}, layer);
+  auto impl = mla->make_impl(layer);
+  HostTensor cache_key(ScalarType::kFloat32, {2, 16, 1, kLatent});
+  KvCacheTensors cache;
+  cache.key = cache_key.view();
+  cache.block_size = 16;
+  CommonAttentionMetadata common;
+  common.num_reqs = 1;
+  common.num_actual_tokens = 1;
+  common.query_start_loc = {0, 1};
+  common.seq_lens = {5};
+  common.block_table = {1};
+  common.max_blocks_per_req = 1;
+  common.block_size = 16;
+  common.slot_mapping = {20};
+  HostTensor query(ScalarType::kFloat32, {1, 16, kLatent});
+  HostTensor key(ScalarType::kFloat32, {1, 1, kLatent});
+  HostTensor out(ScalarType::kFloat32, {1, 16, kLora});
+  HostTensor bad_query(ScalarType::kBFloat16, {1, 16, kLatent});
+  const AttentionMetadata& meta = builder->build(common);
+  auto message = [&](const TensorView& q, const KvCacheTensors& kv) {
+    try {
+      impl->forward(q, key.view(), TensorView{}, kv, meta, out.view());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message(bad_query.view(), cache).find("bfloat16"), std::string::npos);
+  HostTensor small_cache(ScalarType::kFloat32, {1, 16, 1, kLatent});
+  KvCacheTensors small = cache;
+  small.key = small_cache.view();
+  EXPECT_NE(message(query.view(), small).find("outside the cache"), std::string::npos);
+  HostTensor wrong_width(ScalarType::kFloat32, {2, 16, 1, 512});
+  KvCacheTensors narrow = cache;
+  narrow.key = wrong_width.view();
+  EXPECT_NE(message(query.view(), narrow).find("576"), std::string::npos);
+  EXPECT_EQ(message(query.view(), cache), "");  // the good call runs
+
+  CommonAttentionMetadata too_many = common;
+  too_many.seq_lens = {0};
+  EXPECT_THROW(builder->build(too_many), Error);
+}
+
+}  // namespace
+}  // namespace attnkit::testing
