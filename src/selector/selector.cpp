@@ -104,7 +104,7 @@ std::string_view to_string(ChosenBy chosen_by) {
 }
 
 Selector::Selector(AttentionConfig config, const BackendRegistry& registry)
-    : config_(std::move(config)), registry_(registry) {}
+    : config_(std::move(config)), registry_(&registry), cache_(std::make_unique<Cache>()) {}
 
 std::pair<std::string, ChosenBy> Selector::choice_for(KvCacheKind kind) const {
   if (auto it = config_.backend_per_kind.find(kind); it != config_.backend_per_kind.end()) {
@@ -119,22 +119,22 @@ std::pair<std::string, ChosenBy> Selector::choice_for(KvCacheKind kind) const {
 }
 
 size_t Selector::cache_size() const {
-  std::lock_guard lock(mutex_);
-  return cache_.size();
+  std::lock_guard lock(cache_->mutex);
+  return cache_->entries.size();
 }
 
 std::shared_ptr<const SelectionResult> Selector::select(const SelectorConfig& layer,
                                                         const Platform& platform) const {
   auto [choice, chosen_by] = choice_for(kind_of(layer));
   CacheKey key{std::move(choice),    chosen_by,         layer,
-               platform.to_string(), platform.is_local, registry_.generation()};
-  std::lock_guard lock(mutex_);
-  for (const auto& [cached_key, result] : cache_) {
+               platform.to_string(), platform.is_local, registry_->generation()};
+  std::lock_guard lock(cache_->mutex);
+  for (const auto& [cached_key, result] : cache_->entries) {
     if (cached_key == key) return result;
   }
   auto result = std::make_shared<const SelectionResult>(compute(layer, platform));
   for (const std::string& warning : result->warnings) spdlog::warn("{}", warning);
-  cache_.emplace_back(std::move(key), result);
+  cache_->entries.emplace_back(std::move(key), result);
   return result;
 }
 
@@ -150,7 +150,7 @@ SelectionResult Selector::compute(const SelectorConfig& layer, const Platform& p
 
   const CandidateReport* chosen = nullptr;
   if (choice != kAutoBackend) {
-    CandidateReport user = evaluate(registry_, choice, layer, platform);
+    CandidateReport user = evaluate(*registry_, choice, layer, platform);
     user.user_choice = true;
     result.candidates.push_back(std::move(user));
     const CandidateReport& mine = result.candidates.back();
@@ -175,8 +175,8 @@ SelectionResult Selector::compute(const SelectorConfig& layer, const Platform& p
 
   if (chosen == nullptr) {
     const size_t walk_begin = result.candidates.size();
-    for (const std::string& name : priority_list(registry_, platform, layer)) {
-      result.candidates.push_back(evaluate(registry_, name, layer, platform));
+    for (const std::string& name : priority_list(*registry_, platform, layer)) {
+      result.candidates.push_back(evaluate(*registry_, name, layer, platform));
     }
     const auto walk_first = result.candidates.begin() + static_cast<ptrdiff_t>(walk_begin);
     const auto found = std::find_if(walk_first, result.candidates.end(),
@@ -190,7 +190,7 @@ SelectionResult Selector::compute(const SelectorConfig& layer, const Platform& p
     }
     chosen = &*found;
     result.chosen_by = ChosenBy::kAuto;
-    add_block_size_warnings(registry_, layer, platform,
+    add_block_size_warnings(*registry_, layer, platform,
                             std::vector<CandidateReport>(walk_first, result.candidates.end()),
                             found->backend, result.warnings);
   }

@@ -300,6 +300,17 @@ TEST_F(SelectorTest, ResultsAreCachedPerDistinctConfigAndPlatform) {
   EXPECT_EQ(s.select(decoder(64), cpu()).get(), other_head.get());
 }
 
+TEST_F(SelectorTest, MovedSelectorKeepsItsCache) {
+  Selector original = selector();
+  const auto first = original.select(decoder(), cpu());
+  Selector moved = std::move(original);
+  EXPECT_EQ(moved.select(decoder(), cpu()).get(), first.get());
+  Selector assigned = selector(R"({"backend": "REFERENCE"})");
+  assigned = std::move(moved);
+  EXPECT_EQ(assigned.select(decoder(), cpu()).get(), first.get());
+  EXPECT_EQ(assigned.attention_config().backend, "auto");
+}
+
 TEST_F(SelectorTest, RegistrationInvalidatesCachedResults) {
   const Selector s = selector();
   const auto before = s.select(decoder(), cpu());

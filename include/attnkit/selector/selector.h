@@ -88,7 +88,7 @@ class Selector {
   std::pair<std::string, ChosenBy> choice_for(KvCacheKind kind) const;
 
   const AttentionConfig& attention_config() const { return config_; }
-  const BackendRegistry& registry() const { return registry_; }
+  const BackendRegistry& registry() const { return *registry_; }
   // Distinct results computed so far (for tests of the cache).
   size_t cache_size() const;
 
@@ -104,10 +104,15 @@ class Selector {
   };
   SelectionResult compute(const SelectorConfig& layer, const Platform& platform) const;
 
+  // Behind a pointer so that a Selector can be moved (e.g. into an engine's members).
+  struct Cache {
+    std::mutex mutex;
+    std::vector<std::pair<CacheKey, std::shared_ptr<const SelectionResult>>> entries;
+  };
+
   AttentionConfig config_;
-  const BackendRegistry& registry_;
-  mutable std::mutex mutex_;
-  mutable std::vector<std::pair<CacheKey, std::shared_ptr<const SelectionResult>>> cache_;
+  const BackendRegistry* registry_;
+  std::unique_ptr<Cache> cache_;
 };
 
 std::string_view to_string(ChosenBy chosen_by);
