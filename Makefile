@@ -32,7 +32,7 @@ test: build
 	ctest --preset $(PRESET) --output-on-failure
 
 demo: build
-	$(ATTNKIT) backends
+	$(ATTNKIT) run --verify
 
 format-check: deps
 	clang-format --dry-run --Werror $(CXX_SOURCES)

@@ -11,6 +11,7 @@
 #include "attnkit/registry/registry.h"
 #include "backends/cpu/cpu_flash_backend.h"
 #include "backends/cpu_mla/cpu_mla_backend.h"
+#include "backends/cuda/cuda_backends.h"
 #include "backends/reference/reference_backend.h"
 
 namespace attnkit {
@@ -20,6 +21,8 @@ std::span<const BuiltinBackend> builtin_backends() {
       {"REFERENCE", make_reference_backend},
       {"CPU_FLASH", make_cpu_flash_backend},
       {"CPU_MLA", make_cpu_mla_backend},
+      {"CUDA_FLASH", make_cuda_flash_backend},
+      {"CUDA_PAGED", make_cuda_paged_backend},
   };
   return kBuiltinBackends;
 }

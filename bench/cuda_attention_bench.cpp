@@ -1,0 +1,305 @@
+// CUDA attention benchmark: CUDA_FLASH and CUDA_PAGED through the library path (builder +
+// forward, cache update included) on the decode and prefill shapes of issue 8, against the
+// device-to-device copy bandwidth measured in the same run.
+//
+//   cuda_attention_bench [--json FILE] [--quick]
+//
+// Decode reports GB/s (K/V bytes read once + q/out) and % of copy bandwidth; prefill
+// reports TFLOP/s with 4*b*h*s*s*d FLOPs, halved for causal. Inputs are random bf16; each
+// shape rotates over several disjoint sets of KV blocks (>= ~2 GB in all) so that repeated
+// runs do not measure the 60 MB L2. Each figure is the median of 7 timed batches.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attnkit/build_config.h"
+#include "attnkit/core/numeric.h"
+#include "backends/cuda/cuda_backends.h"
+
+#if ATTNKIT_HAS_CUDA
+#include <cuda_runtime.h>
+
+namespace {
+
+using namespace attnkit;
+
+void check(cudaError_t s, const char* what) {
+  if (s != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(s));
+    std::exit(1);
+  }
+}
+
+struct DeviceMem {
+  void* ptr = nullptr;
+  explicit DeviceMem(size_t bytes) { check(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
+  ~DeviceMem() { cudaFree(ptr); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+// Fills `bytes` of device memory with random bf16 in [-1, 1] (a 16 MiB random pattern
+// repeated; the values only need to be realistic, not independent).
+void fill_random_bf16(void* dst, size_t bytes, std::mt19937& rng) {
+  static std::vector<uint16_t> pattern;
+  if (pattern.empty()) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    pattern.resize(8u << 20);
+    for (auto& v : pattern) v = float_to_bf16_bits(u(rng));
+  }
+  const size_t chunk = pattern.size() * 2;
+  for (size_t off = 0; off < bytes; off += chunk) {
+    check(cudaMemcpy(static_cast<char*>(dst) + off, pattern.data(), std::min(chunk, bytes - off),
+                     cudaMemcpyHostToDevice),
+          "fill");
+  }
+}
+
+// Median over 7 batches of the mean time per call; each batch lasts about 25 ms.
+template <typename F>
+double median_ms(F&& run) {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  run(0);
+  check(cudaDeviceSynchronize(), "warmup");
+  check(cudaEventRecord(a), "record");
+  run(1);
+  check(cudaEventRecord(b), "record");
+  check(cudaEventSynchronize(b), "sync");
+  float once = 0;
+  check(cudaEventElapsedTime(&once, a, b), "elapsed");
+  const int iters_per_batch =
+      static_cast<int>(std::clamp(25.0 / std::max(once, 1e-3f), 1.0, 500.0));
+  std::vector<double> times;
+  int call = 2;
+  for (int rep = 0; rep < 7; ++rep) {
+    check(cudaEventRecord(a), "record");
+    for (int i = 0; i < iters_per_batch; ++i) run(call++);
+    check(cudaEventRecord(b), "record");
+    check(cudaEventSynchronize(b), "sync");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    times.push_back(ms / iters_per_batch);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+double copy_bandwidth_gbs() {
+  const size_t bytes = size_t{2} << 30;
+  DeviceMem src(bytes), dst(bytes);
+  check(cudaMemset(src.ptr, 1, bytes), "memset");
+  const double ms = median_ms(
+      [&](int) { check(cudaMemcpy(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice), "copy"); });
+  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;  // read + write
+}
+
+struct Shape {
+  std::string kind;  // "decode" or "prefill"
+  int batch, context, heads, kv_heads, head_size;
+  bool sinks = false;
+  std::string name() const {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s b%d s%d h%d/%d d%d%s", kind.c_str(), batch, context, heads,
+                  kv_heads, head_size, sinks ? " sinks" : "");
+    return buf;
+  }
+};
+
+struct Result {
+  Shape shape;
+  std::string backend;
+  double ms = 0, gbs = 0, pct_copy = 0, tflops = 0;
+};
+
+Result run_shape(const std::string& backend_name, const Shape& s, double copy_gbs,
+                 std::mt19937& rng) {
+  const bool decode = s.kind == "decode";
+  const int bs = 16, D = s.head_size, H = s.heads, KVH = s.kv_heads;
+  const int q_len = decode ? 1 : s.context;
+  const int T = s.batch * q_len;
+  const int blocks_per_seq = (s.context + bs - 1) / bs;
+  const size_t block_bytes = static_cast<size_t>(bs) * KVH * D * 2;
+  const size_t set_bytes = static_cast<size_t>(s.batch) * blocks_per_seq * block_bytes * 2;
+  const int sets = static_cast<int>(std::clamp<size_t>((size_t{2} << 30) / set_bytes + 1, 1, 8));
+  const int total_blocks = sets * s.batch * blocks_per_seq;
+
+  DeviceMem k_cache(static_cast<size_t>(total_blocks) * block_bytes);
+  DeviceMem v_cache(static_cast<size_t>(total_blocks) * block_bytes);
+  fill_random_bf16(k_cache.ptr, static_cast<size_t>(total_blocks) * block_bytes, rng);
+  fill_random_bf16(v_cache.ptr, static_cast<size_t>(total_blocks) * block_bytes, rng);
+  DeviceMem q(static_cast<size_t>(T) * H * D * 2), out(static_cast<size_t>(T) * H * D * 2);
+  DeviceMem key(static_cast<size_t>(T) * KVH * D * 2), value(static_cast<size_t>(T) * KVH * D * 2);
+  fill_random_bf16(q.ptr, static_cast<size_t>(T) * H * D * 2, rng);
+  fill_random_bf16(key.ptr, static_cast<size_t>(T) * KVH * D * 2, rng);
+  fill_random_bf16(value.ptr, static_cast<size_t>(T) * KVH * D * 2, rng);
+
+  AttentionLayerParams layer;
+  layer.num_heads = H;
+  layer.num_kv_heads = KVH;
+  layer.head_size = layer.head_size_v = D;
+  layer.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  layer.dtype = DType::kBFloat16;
+  if (s.sinks) {
+    std::uniform_real_distribution<float> u(-1.0f, 3.0f);
+    for (int h = 0; h < H; ++h) layer.sinks.push_back(u(rng));
+  }
+  const auto backend =
+      backend_name == "CUDA_FLASH" ? make_cuda_flash_backend() : make_cuda_paged_backend();
+  KvCacheSpec spec;
+  spec.block_size = bs;
+  spec.num_kv_heads = KVH;
+  spec.head_size = spec.head_size_v = D;
+  auto impl = backend->make_impl(layer);
+
+  // One metadata set (and builder) per disjoint block set, each block table shuffled.
+  std::vector<CommonAttentionMetadata> commons(static_cast<size_t>(sets));
+  std::vector<std::unique_ptr<MetadataBuilder>> builders;
+  std::vector<const AttentionMetadata*> plans;
+  for (int set = 0; set < sets; ++set) {
+    auto& c = commons[static_cast<size_t>(set)];
+    c.num_reqs = s.batch;
+    c.num_actual_tokens = T;
+    c.block_size = bs;
+    c.max_blocks_per_req = blocks_per_seq;
+    c.max_query_len = q_len;
+    c.max_seq_len = s.context;
+    std::vector<int32_t> ids(static_cast<size_t>(s.batch) * blocks_per_seq);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<int32_t>(set * ids.size() + i);
+    }
+    std::shuffle(ids.begin(), ids.end(), rng);
+    c.block_table = ids;
+    c.query_start_loc.push_back(0);
+    for (int b = 0; b < s.batch; ++b) {
+      c.query_start_loc.push_back(c.query_start_loc.back() + q_len);
+      c.seq_lens.push_back(s.context);
+      for (int j = 0; j < q_len; ++j) {
+        const int pos = s.context - q_len + j;
+        c.slot_mapping.push_back(
+            static_cast<int64_t>(ids[static_cast<size_t>(b) * blocks_per_seq + pos / bs]) * bs +
+            pos % bs);
+      }
+    }
+    builders.push_back(backend->make_builder(spec, layer));
+    plans.push_back(&builders.back()->build(c));
+  }
+
+  const Device dev{DeviceType::kCuda, 0};
+  KvCacheTensors cache;
+  cache.layout = KvLayout::kNHD;
+  cache.block_size = bs;
+  cache.key =
+      TensorView::contiguous(k_cache.ptr, ScalarType::kBFloat16, {total_blocks, bs, KVH, D}, dev);
+  cache.value =
+      TensorView::contiguous(v_cache.ptr, ScalarType::kBFloat16, {total_blocks, bs, KVH, D}, dev);
+  const TensorView qv = TensorView::contiguous(q.ptr, ScalarType::kBFloat16, {T, H, D}, dev);
+  const TensorView ov = TensorView::contiguous(out.ptr, ScalarType::kBFloat16, {T, H, D}, dev);
+  const TensorView kv = TensorView::contiguous(key.ptr, ScalarType::kBFloat16, {T, KVH, D}, dev);
+  const TensorView vv = TensorView::contiguous(value.ptr, ScalarType::kBFloat16, {T, KVH, D}, dev);
+
+  const double flops_full = 4.0 * s.batch * H * static_cast<double>(q_len) * s.context * D;
+  Result r;
+  r.shape = s;
+  r.backend = backend_name;
+  r.ms = median_ms(
+      [&](int i) { impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(i % sets)], ov); });
+  check(cudaDeviceSynchronize(), "forward");
+  const double bytes = static_cast<double>(set_bytes) + 2.0 * T * H * D * 2;
+  r.gbs = bytes / (r.ms * 1e-3) / 1e9;
+  r.pct_copy = 100.0 * r.gbs / copy_gbs;
+  r.tflops = (decode ? flops_full : flops_full / 2) / (r.ms * 1e-3) / 1e12;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string json_path;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
+    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("no CUDA device: nothing to benchmark\n");
+    return 0;
+  }
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "properties");
+  std::mt19937 rng(12345);
+  const double copy_gbs = copy_bandwidth_gbs();
+  std::printf("device: %s, %d SMs; device-to-device copy: %.0f GB/s (read + write)\n", prop.name,
+              prop.multiProcessorCount, copy_gbs);
+
+  std::vector<Shape> decode = {
+      {"decode", 1, 16384, 32, 8, 128}, {"decode", 16, 4096, 32, 8, 128},
+      {"decode", 64, 2048, 32, 8, 128}, {"decode", 128, 1024, 32, 8, 128},
+      {"decode", 64, 4096, 4, 1, 256},  {"decode", 64, 4096, 64, 8, 64, true}};
+  std::vector<Shape> prefill = {
+      {"prefill", 8, 2048, 16, 16, 128},  {"prefill", 2, 8192, 16, 16, 128},
+      {"prefill", 1, 16384, 16, 16, 128}, {"prefill", 2, 8192, 32, 32, 64},
+      {"prefill", 2, 8192, 8, 8, 256},    {"prefill", 4, 4096, 32, 8, 128}};
+  if (quick) {
+    decode.resize(2);
+    prefill.resize(2);
+  }
+  std::vector<Result> results;
+  for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
+    for (const Shape& s : decode) results.push_back(run_shape(backend, s, copy_gbs, rng));
+  }
+  for (const Shape& s : prefill) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng));
+  // CUDA_PAGED prefill runs on CUDA cores: one shape, to place it.
+  results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng));
+
+  std::printf("\n%-34s %-11s %10s %9s %7s %9s\n", "shape", "backend", "ms", "GB/s", "%copy",
+              "TFLOP/s");
+  for (const Result& r : results) {
+    std::printf("%-34s %-11s %10.4f %9.0f %6.1f%% %9.1f\n", r.shape.name().c_str(),
+                r.backend.c_str(), r.ms, r.gbs, r.pct_copy, r.tflops);
+  }
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name,
+                 copy_gbs);
+    for (size_t i = 0; i < results.size(); ++i) {
+      const Result& r = results[i];
+      std::fprintf(f,
+                   "  {\"kind\": \"%s\", \"batch\": %d, \"context\": %d, \"heads\": %d, "
+                   "\"kv_heads\": %d, \"head_size\": %d, \"sinks\": %s, \"backend\": \"%s\", "
+                   "\"ms\": %.5f, \"gbs\": %.1f, \"pct_copy\": %.2f, \"tflops\": %.2f}%s\n",
+                   r.shape.kind.c_str(), r.shape.batch, r.shape.context, r.shape.heads,
+                   r.shape.kv_heads, r.shape.head_size, r.shape.sinks ? "true" : "false",
+                   r.backend.c_str(), r.ms, r.gbs, r.pct_copy, r.tflops,
+                   i + 1 < results.size() ? "," : "");
+    }
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+  }
+  return 0;
+}
+
+#else
+
+#include <cstdio>
+
+int main() {
+  std::printf("built without CUDA: nothing to benchmark\n");
+  return 0;
+}
+
+#endif

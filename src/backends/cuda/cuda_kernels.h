@@ -1,0 +1,50 @@
+#pragma once
+// Host entry points of the CUDA kernels (defined in the .cu files, compiled only when the
+// build has CUDA). No CUDA types cross this header, so the host-side backend code includes
+// it in every build and calls it only under ATTNKIT_HAS_CUDA.
+//
+// All pointers (params, plan arrays, workspace) are device pointers. Launches go to the
+// legacy default stream; every CUDA call is checked (an Error naming the call on failure).
+
+#include <cstddef>
+
+#include "attnkit/kernels/paged_attention_params.h"
+#include "backends/cuda/cuda_plan.h"
+
+namespace attnkit::cuda {
+
+// A plan's arrays on the device plus the split-KV workspace.
+//   partial_o   [num_partial_slots, num_heads, head_size_v] fp32, rows normalised per split
+//   partial_lse [num_partial_slots, num_heads] fp32, log2-sum-exp of each split's scores
+//               (-inf when the split saw no key)
+struct DevicePlan {
+  const CudaWorkItem* small_items = nullptr;
+  int num_small = 0;
+  const CudaWorkItem* large_items = nullptr;
+  int num_large = 0;
+  const CudaCombineItem* combine_items = nullptr;
+  int num_combine = 0;
+  float* partial_o = nullptr;
+  float* partial_lse = nullptr;
+};
+
+// Kernel geometry the planner must follow (PlanShape fields) for each backend.
+struct KernelGeometry {
+  int small_rows = 0;
+  int large_rows = 0;
+  int kv_tile = 0;
+};
+KernelGeometry paged_geometry(int head_size);
+KernelGeometry flash_geometry(int head_size);
+
+// Writes key/value rows into the cache at slot_mapping (CacheUpdateParams contract).
+void launch_cache_update(const CacheUpdateParams& params);
+// CUDA_PAGED: CUDA-core kernel, then the split-KV combine when the plan has splits.
+void launch_paged_attention(const PagedAttentionParams& params, const DevicePlan& plan);
+// CUDA_FLASH: tensor-core kernels (small-row and large-row), then the combine.
+void launch_flash_attention(const PagedAttentionParams& params, const DevicePlan& plan);
+
+// Multiprocessors of the current device.
+int current_device_sm_count();
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,10 @@
+// CUDA_FLASH kernels for head size 128 (both dtypes, decode and prefill tiles).
+#include "backends/cuda/flash_launch.cuh"
+
+namespace attnkit::cuda {
+
+void launch_flash_d128(const PagedAttentionParams& p, const DevicePlan& plan) {
+  launch_flash_head_size<128>(p, plan);
+}
+
+}  // namespace attnkit::cuda

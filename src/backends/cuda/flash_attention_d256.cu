@@ -1,0 +1,10 @@
+// CUDA_FLASH kernels for head size 256 (both dtypes, decode and prefill tiles).
+#include "backends/cuda/flash_launch.cuh"
+
+namespace attnkit::cuda {
+
+void launch_flash_d256(const PagedAttentionParams& p, const DevicePlan& plan) {
+  launch_flash_head_size<256>(p, plan);
+}
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,45 @@
+// CUDA_FLASH entry point: picks the head-size instance, then merges split-KV partials.
+#include <string>
+
+#include "backends/cuda/flash_launch.cuh"
+#include "backends/cuda/split_kv_combine.cuh"
+
+namespace attnkit::cuda {
+
+KernelGeometry flash_geometry(int head_size) {
+  const int large_rows =
+      head_size == 256 ? FlashLargeConfig<256>::type::kRows : FlashLargeConfig<128>::type::kRows;
+  return {FlashSmallConfig<128>::type::kRows, large_rows, FlashSmallConfig<128>::type::BN};
+}
+
+void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& plan) {
+  if (p.q_dtype != ScalarType::kFloat16 && p.q_dtype != ScalarType::kBFloat16) {
+    throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: dtype " + std::string(to_string(p.q_dtype)) +
+                                             " not supported (supported: float16, bfloat16)");
+  }
+  if (p.kv_dtype != p.q_dtype || p.head_size != p.head_size_v) {
+    throw Error(ErrorCode::kUnsupported,
+                "CUDA_FLASH needs the KV cache in the compute dtype and head_size_v == head_size");
+  }
+  switch (p.head_size) {
+    case 64:
+      launch_flash_d64(p, plan);
+      break;
+    case 128:
+      launch_flash_d128(p, plan);
+      break;
+    case 256:
+      launch_flash_d256(p, plan);
+      break;
+    default:
+      throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: head_size " + std::to_string(p.head_size) +
+                                               " not supported (supported: 64, 128, 256)");
+  }
+  if (p.q_dtype == ScalarType::kFloat16) {
+    launch_split_kv_combine<__half>(p, plan);
+  } else {
+    launch_split_kv_combine<__nv_bfloat16>(p, plan);
+  }
+}
+
+}  // namespace attnkit::cuda

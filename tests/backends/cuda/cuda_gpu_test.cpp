@@ -1,0 +1,181 @@
+// GPU conformance of CUDA_FLASH and CUDA_PAGED against an fp64 dense oracle (gpu_harness.h):
+// every declared capability (head sizes, dtypes, KV dtypes, GQA/MQA, causal prefill,
+// chunked prefill, decode with split-KV, mixed batches, sliding window, chunked local,
+// sinks, soft-cap, encoder, encoder-only, cross attention, NHD/HND, block sizes). Fresh
+// random inputs every run. Skipped with a message when no GPU is present.
+//
+// Tolerances (relative L2 of the whole output): bf16 2e-2, fp16 5e-3. The kernels round P
+// to the compute dtype before P*V (flash) and the output itself is rounded, so these are
+// a few units of the dtype's epsilon (bf16 7.8e-3, fp16 9.8e-4).
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "attnkit/core/error.h"
+#include "gpu_harness.h"
+
+namespace attnkit::testing {
+namespace {
+
+double tolerance(DType dtype) { return dtype == DType::kBFloat16 ? 2e-2 : 5e-3; }
+
+struct NamedCase {
+  std::string name;
+  GpuCase c;
+};
+// Readable test listings (ctest -N) instead of a byte dump.
+void PrintTo(const NamedCase& c, std::ostream* os) { *os << c.c.describe(); }
+
+std::vector<NamedCase> all_cases() {
+  std::vector<NamedCase> out;
+  auto add = [&](std::string name, GpuCase c) { out.push_back({std::move(name), std::move(c)}); };
+  for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
+    const std::string b = backend == std::string("CUDA_FLASH") ? "Flash" : "Paged";
+    const std::vector<int> heads =
+        b == "Flash" ? std::vector<int>{64, 128, 256} : std::vector<int>{16, 80, 128, 256};
+    for (int d : heads) {
+      for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+        const std::string ds = dt == DType::kBFloat16 ? "Bf16" : "Fp16";
+        GpuCase decode;
+        decode.backend = backend;
+        decode.dtype = dt;
+        decode.head_size = d;
+        decode.num_heads = 32;
+        decode.num_kv_heads = 8;
+        decode.requests = {{1, 3000}, {1, 777}, {1, 1}, {1, 64}};
+        add(b + "DecodeSplitKvD" + std::to_string(d) + ds, decode);
+        GpuCase prefill;
+        prefill.backend = backend;
+        prefill.dtype = dt;
+        prefill.head_size = d;
+        prefill.num_heads = 8;
+        prefill.num_kv_heads = 2;
+        prefill.requests = {{300, 300}, {129, 129}, {200, 1000}, {1, 1}};
+        add(b + "PrefillCausalD" + std::to_string(d) + ds, prefill);
+      }
+    }
+    GpuCase mixed;
+    mixed.backend = backend;
+    mixed.dtype = DType::kFloat16;
+    mixed.num_heads = 16;
+    mixed.num_kv_heads = 4;
+    mixed.requests = {{1, 2000}, {64, 500}, {3, 900}, {1, 1}, {17, 17}};
+    add(b + "MixedBatch", mixed);
+    GpuCase window = mixed;
+    window.dtype = DType::kBFloat16;
+    window.sliding_window = 100;
+    window.requests = {{1, 2000}, {250, 400}, {4, 130}};
+    add(b + "SlidingWindow", window);
+    GpuCase chunk = window;
+    chunk.sliding_window = 0;
+    chunk.chunk_size = 64;
+    add(b + "ChunkedLocal", chunk);
+    GpuCase sinks;
+    sinks.backend = backend;
+    sinks.num_heads = 64;
+    sinks.num_kv_heads = 8;
+    sinks.head_size = 64;
+    sinks.sinks = true;
+    sinks.requests = {{1, 4000}, {1, 5}, {80, 80}, {1, 0 + 1}};
+    add(b + "Sinks", sinks);
+    GpuCase sinks_window = sinks;
+    sinks_window.sliding_window = 128;
+    add(b + "SinksWithSlidingWindow", sinks_window);
+    GpuCase cap;
+    cap.backend = backend;
+    cap.head_size = 256;
+    cap.num_heads = 8;
+    cap.num_kv_heads = 4;
+    cap.soft_cap = 2.0f;
+    cap.q_range = 4.0f;
+    cap.requests = {{1, 1500}, {90, 90}};
+    add(b + "SoftCap", cap);
+    GpuCase encoder;
+    encoder.backend = backend;
+    encoder.attn_type = AttentionType::kEncoder;
+    encoder.num_heads = 12;
+    encoder.num_kv_heads = 12;
+    encoder.head_size = 64;
+    encoder.requests = {{100, 100}, {37, 37}, {1, 1}};
+    add(b + "EncoderBidirectional", encoder);
+    GpuCase encoder_only = encoder;
+    encoder_only.attn_type = AttentionType::kEncoderOnly;
+    add(b + "EncoderOnlyContiguous", encoder_only);
+    GpuCase cross;
+    cross.backend = backend;
+    cross.attn_type = AttentionType::kEncoderDecoder;
+    cross.num_heads = 6;
+    cross.num_kv_heads = 6;
+    cross.head_size = 64;
+    cross.requests = {{5, 300}, {1, 1500}, {40, 7}};
+    add(b + "CrossAttention", cross);
+    GpuCase hnd = mixed;
+    hnd.layout = KvLayout::kHND;
+    hnd.block_size = 32;
+    add(b + "HndLayoutBlock32", hnd);
+    GpuCase odd_block = mixed;
+    odd_block.block_size = 5;
+    odd_block.dtype = DType::kBFloat16;
+    add(b + "OddBlockSize5", odd_block);
+    GpuCase mqa = mixed;
+    mqa.num_heads = 8;
+    mqa.num_kv_heads = 1;
+    mqa.requests = {{1, 2500}, {33, 60}, {2, 2}};
+    add(b + "MultiQuery", mqa);
+    GpuCase explicit_kv = mixed;
+    explicit_kv.kv_dtype = KvCacheDType::kFloat16;
+    add(b + "ExplicitKvDtypeEqualToCompute", explicit_kv);
+  }
+  // CUDA_PAGED only: KV dtypes other than the compute dtype, fp8 with scales.
+  for (KvCacheDType kv : {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2, KvCacheDType::kFloat16}) {
+    GpuCase c;
+    c.backend = "CUDA_PAGED";
+    c.dtype = DType::kBFloat16;
+    c.kv_dtype = kv;
+    c.num_heads = 16;
+    c.num_kv_heads = 4;
+    c.head_size = 128;
+    if (kv != KvCacheDType::kFloat16) {
+      c.k_scale = 0.02f;
+      c.v_scale = 0.01f;
+    }
+    c.requests = {{1, 2000}, {70, 300}, {1, 5}};
+    const std::string kv_name = kv == KvCacheDType::kFp8E4M3   ? "Fp8E4M3"
+                                : kv == KvCacheDType::kFp8E5M2 ? "Fp8E5M2"
+                                                               : "Fp16UnderBf16";
+    add("PagedKv" + kv_name, c);
+    GpuCase hnd = c;
+    hnd.layout = KvLayout::kHND;
+    hnd.head_size = 48;
+    hnd.sinks = true;
+    hnd.sliding_window = 200;
+    add("PagedKv" + kv_name + "HndD48WindowSinks", hnd);
+  }
+  return out;
+}
+
+class CudaGpuConformance : public ::testing::TestWithParam<NamedCase> {};
+
+TEST_P(CudaGpuConformance, MatchesFp64DenseOracle) {
+  if (!gpu_available()) GTEST_SKIP() << "no CUDA GPU on this machine (or a build without CUDA)";
+  const GpuCase& c = GetParam().c;
+  const GpuResult r = run_gpu_case(c);
+  const double tol = tolerance(c.dtype);
+  RecordProperty("rel_l2", std::to_string(r.rel_l2));
+  EXPECT_EQ(r.non_finite, 0) << c.describe();
+  EXPECT_LE(r.rel_l2, tol) << c.describe() << " max_abs " << r.max_abs;
+  EXPECT_EQ(r.cache_mismatches, 0) << c.describe();
+  EXPECT_GT(r.outputs, 0);
+  std::printf("[ rel_l2 %.2e max_abs %.2e ] %s\n", r.rel_l2, r.max_abs, c.describe().c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(All, CudaGpuConformance, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& param_info) {
+                           return param_info.param.name;
+                         });
+
+}  // namespace
+}  // namespace attnkit::testing
