@@ -12,6 +12,11 @@ namespace attnkit::cli {
 // whether this binary can run them on the platform.
 void add_backends_command(CLI::App& app);
 
+// attnkit bench --backend NAME --heads Q/KV --head-size D --batch B --context L
+// [--query-len N] [--causal] [--sinks] [--kv-cache-dtype T] [--block-size S] [--threads N]
+// [--json]: times one shape and reports it against this machine's measured ceilings.
+void add_bench_command(CLI::App& app);
+
 // attnkit explain --model PATH|NAME [--platform P] [--dtype D] [--kv-cache-dtype D]
 // [--block-size N] [--attention-backend NAME] [--attention-config JSON|@FILE] [--json]:
 // every layer's kind and chosen backend (and why), and the KV-cache groups.

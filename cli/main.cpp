@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
 
   attnkit::cli::add_plugin_option(app);
   attnkit::cli::add_backends_command(app);
+  attnkit::cli::add_bench_command(app);
   attnkit::cli::add_explain_command(app);
   attnkit::cli::add_run_command(app);
   attnkit::cli::add_conformance_command(app);

@@ -97,11 +97,15 @@ void CpuFlashImpl::forward(const TensorView& query, const TensorView& key, const
   const bool contiguous = uses_contiguous_kv(layer_.attn_type);
   const bool mla = layer_.use_mla;
   const bool fresh_kv = !key.empty();
+  // Fresh K/V rows: this step's tokens, except for cross attention, where they are the
+  // encoder tokens being cached (one slot_mapping entry each).
+  const bool cross = layer_.attn_type == AttentionType::kEncoderDecoder;
+  const int64_t kv_rows = cross ? key.shape[0] : T;
   if (fresh_kv) {
-    check_rows(key, "key", dtype_, T, KV, d);
+    check_rows(key, "key", dtype_, kv_rows, KV, d);
     if (!mla) {
       if (value.empty()) bad("value is empty but key is not");
-      check_rows(value, "value", dtype_, T, KV, dv);
+      check_rows(value, "value", dtype_, kv_rows, KV, dv);
     }
   } else if (contiguous) {
     bad("encoder self-attention needs this step's key and value");
@@ -166,11 +170,11 @@ void CpuFlashImpl::forward(const TensorView& query, const TensorView& key, const
       }
     }
     if (fresh_kv) {
-      if (c.slot_mapping.size() != static_cast<size_t>(T)) {
+      if (c.slot_mapping.size() != static_cast<size_t>(kv_rows)) {
         bad("slot_mapping has " + std::to_string(c.slot_mapping.size()) + " entries for " +
-            std::to_string(T) + " tokens");
+            std::to_string(kv_rows) + " fresh key/value rows");
       }
-      for (int t = 0; t < T; ++t) {
+      for (int64_t t = 0; t < kv_rows; ++t) {
         if (c.slot_mapping[static_cast<size_t>(t)] >= num_blocks * c.block_size) {
           bad("slot_mapping[" + std::to_string(t) +
               "] = " + std::to_string(c.slot_mapping[static_cast<size_t>(t)]) +
@@ -199,7 +203,7 @@ void CpuFlashImpl::forward(const TensorView& query, const TensorView& key, const
       u.v_token_stride = vc.token;
       u.v_head_stride = vc.head;
       u.slot_mapping = c.slot_mapping.data();
-      u.num_tokens = T;
+      u.num_tokens = static_cast<int>(kv_rows);
       u.num_kv_heads = KV;
       u.head_size = d;
       u.head_size_v = mla ? 0 : dv;
@@ -210,7 +214,8 @@ void CpuFlashImpl::forward(const TensorView& query, const TensorView& key, const
     p.v_cache = mla ? cache.key.data : cache.value.data;
     p.kv_dtype = kv_dtype_;
     p.k_scale = layer_.k_scale;
-    p.v_scale = layer_.v_scale;
+    // MLA's V is the prefix of the latent, written once with k_scale.
+    p.v_scale = mla ? layer_.k_scale : layer_.v_scale;
     p.k_block_stride = kc.block;
     p.k_token_stride = kc.token;
     p.k_head_stride = kc.head;

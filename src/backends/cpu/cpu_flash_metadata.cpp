@@ -68,8 +68,12 @@ const AttentionMetadata& CpuFlashBuilder::build(const CommonAttentionMetadata& c
         " entries, expected num_reqs x max_blocks_per_req = " +
         std::to_string(int64_t{B} * c.max_blocks_per_req));
   }
-  if (c.slot_mapping.size() != static_cast<size_t>(c.num_actual_tokens) &&
-      !c.slot_mapping.empty()) {
+  // slot_mapping has one entry per fresh K/V row: the step's tokens for decoder and
+  // encoder-only layers, the encoder tokens being cached for cross attention (checked
+  // against the key tensor in forward()).
+  const bool cross = layer_.attn_type == AttentionType::kEncoderDecoder;
+  if (!cross && !c.slot_mapping.empty() &&
+      c.slot_mapping.size() != static_cast<size_t>(c.num_actual_tokens)) {
     bad("slot_mapping has " + std::to_string(c.slot_mapping.size()) + " entries, expected " +
         std::to_string(c.num_actual_tokens));
   }

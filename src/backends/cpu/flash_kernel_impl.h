@@ -141,6 +141,10 @@ class ItemKernel {
     const int k_hi = std::min(it.k_end - 1, intervals_[tokens - 1].hi);
     for (int kt = k_lo; kt <= k_hi; kt += L) {
       const int n = std::min(L, k_hi - kt + 1);
+      // Prefetch the tile after next: paged rows of one head are strided across pages, which
+      // the hardware prefetchers do not follow, so without this each tile waits on memory.
+      if (kt + 2 * L <= k_hi)
+        prefetch_keys(seq, it.kv_head, kt + 2 * L, std::min(L, k_hi - kt - 2 * L + 1));
       locate_keys(seq, it.kv_head, kt, n);
       scores_and_softmax(rows, kt, n, k_lo, k_hi);
       accumulate_values(rows, n);
@@ -162,6 +166,34 @@ class ItemKernel {
       } else {
         load_row_f32(p_.q_dtype, src, q_ + int64_t{r} * d_, d_);
       }
+    }
+  }
+
+  // Issues prefetches for every cache line of the K and V rows of keys kt .. kt+n-1.
+  void prefetch_keys(int seq, int kv_head, int kt, int n) {
+    const int64_t esize = sizeof(Storage);
+    const auto* kbase =
+        static_cast<const char*>(p_.k_cache) + int64_t{kv_head} * p_.k_head_stride * esize;
+    const auto* vbase =
+        static_cast<const char*>(p_.v_cache) + int64_t{kv_head} * p_.v_head_stride * esize;
+    const int64_t k_bytes = int64_t{d_} * esize, v_bytes = int64_t{dv_} * esize;
+    for (int j = 0; j < n; ++j) {
+      const int k = kt + j;
+      const char* kr;
+      const char* vr;
+      if (p_.block_table != nullptr) {
+        const int64_t blk =
+            p_.block_table[int64_t{seq} * p_.block_table_stride + k / p_.block_size];
+        const int64_t off = k % p_.block_size;
+        kr = kbase + (blk * p_.k_block_stride + off * p_.k_token_stride) * esize;
+        vr = vbase + (blk * p_.v_block_stride + off * p_.v_token_stride) * esize;
+      } else {
+        const int64_t row = int64_t{p_.kv_start_loc[seq]} + k;
+        kr = kbase + row * p_.k_token_stride * esize;
+        vr = vbase + row * p_.v_token_stride * esize;
+      }
+      for (int64_t b = 0; b < k_bytes; b += 64) __builtin_prefetch(kr + b);
+      for (int64_t b = 0; b < v_bytes; b += 64) __builtin_prefetch(vr + b);
     }
   }
 

@@ -71,7 +71,7 @@ AttentionCase::AttentionCase(const CaseSpec& spec) : spec_(spec) {
 
   // The cache: every element random (unused slots too), physical blocks shuffled.
   const size_t kvb = bytes_of(spec.kv_dtype);
-  const float k_amp = 1.0f / spec.k_scale, v_amp = 1.0f / spec.v_scale;
+  const float k_amp = 1.0f / spec.k_scale, v_amp = 1.0f / spec.v_scale;  // MLA: no V
   if (spec.contiguous) {
     kv_start_loc_.assign(1, 0);
     for (int s = 0; s + 1 < B; ++s)
@@ -149,7 +149,7 @@ PagedAttentionParams AttentionCase::params() {
   p.v_cache = spec_.mla ? k_.data() : v_.data();
   p.kv_dtype = spec_.kv_dtype;
   p.k_scale = spec_.k_scale;
-  p.v_scale = spec_.v_scale;
+  p.v_scale = spec_.mla ? spec_.k_scale : spec_.v_scale;
   p.k_block_stride = k_block_stride_;
   p.k_token_stride = k_token_stride_;
   p.k_head_stride = k_head_stride_;
@@ -197,7 +197,9 @@ double AttentionCase::key(int s, int k, int kvh, int d) const {
 
 double AttentionCase::value(int s, int k, int kvh, int d) const {
   const std::vector<uint8_t>& v = spec_.mla ? k_ : v_;
-  return double{load_as_float(v.data(), spec_.kv_dtype, v_offset(s, k, kvh) + d)} * spec_.v_scale;
+  // MLA's V is the latent's prefix, stored once with k_scale.
+  const float scale = spec_.mla ? spec_.k_scale : spec_.v_scale;
+  return double{load_as_float(v.data(), spec_.kv_dtype, v_offset(s, k, kvh) + d)} * scale;
 }
 
 void AttentionCase::compute_expected() {

@@ -58,7 +58,8 @@ TensorView view3(void* data, ScalarType t, int64_t n0, int64_t n1, int64_t n2, i
 
 // One forward() step: the last q_len positions of every request are this step's tokens;
 // their K/V come fresh and forward() writes them into the cache before attending.
-void run_step(const CaseSpec& spec, AttentionType type, uint64_t seed) {
+// cross_fill: cross attention whose encoder K/V (every encoder position) arrives this step.
+void run_step(const CaseSpec& spec, AttentionType type, uint64_t seed, bool cross_fill = false) {
   AttentionCase c(spec);
   c.clear_output();
   const int H = spec.num_heads, KV = spec.num_kv_heads, d = spec.head_size;
@@ -103,27 +104,30 @@ void run_step(const CaseSpec& spec, AttentionType type, uint64_t seed) {
   if (contiguous) {
     key = view3(c.k_bytes().data(), dt, T, KV, d, int64_t{KV} * d);
     value = view3(c.v_bytes().data(), dt, T, KV, dv, int64_t{KV} * dv);
-  } else if (!cross) {
-    key_buf.resize(static_cast<size_t>(T) * KV * d * bytes_of(dt));
-    for (int64_t i = 0; i < int64_t{T} * KV * d; ++i)
+  } else if (!cross || cross_fill) {
+    // Decoder: the step's tokens (the last q_len positions); cross: every encoder position.
+    int rows = 0;
+    for (size_t s = 0; s < spec.q_lens.size(); ++s)
+      rows += cross ? spec.kv_lens[s] : spec.q_lens[s];
+    key_buf.resize(static_cast<size_t>(rows) * KV * d * bytes_of(dt));
+    for (int64_t i = 0; i < int64_t{rows} * KV * d; ++i)
       store_from_float(key_buf.data(), dt, i, uni(rng));
-    key = view3(key_buf.data(), dt, T, KV, d, int64_t{KV} * d);
+    key = view3(key_buf.data(), dt, rows, KV, d, int64_t{KV} * d);
     if (!spec.mla) {
-      value_buf.resize(static_cast<size_t>(T) * KV * dv * bytes_of(dt));
-      for (int64_t i = 0; i < int64_t{T} * KV * dv; ++i)
+      value_buf.resize(static_cast<size_t>(rows) * KV * dv * bytes_of(dt));
+      for (int64_t i = 0; i < int64_t{rows} * KV * dv; ++i)
         store_from_float(value_buf.data(), dt, i, uni(rng));
-      value = view3(value_buf.data(), dt, T, KV, dv, int64_t{KV} * dv);
+      value = view3(value_buf.data(), dt, rows, KV, dv, int64_t{KV} * dv);
     }
     for (size_t s = 0; s < spec.q_lens.size(); ++s) {
-      for (int j = 0; j < spec.q_lens[s]; ++j) {
-        const int pos = spec.kv_lens[s] - spec.q_lens[s] + j;
+      const int first = cross ? 0 : spec.kv_lens[s] - spec.q_lens[s];
+      for (int pos = first; pos < spec.kv_lens[s]; ++pos) {
         const int64_t blk = common.block_table[s * static_cast<size_t>(common.max_blocks_per_req) +
                                                static_cast<size_t>(pos / bs)];
         common.slot_mapping.push_back(blk * bs + pos % bs);
       }
     }
   }
-  if (cross) common.slot_mapping.assign(static_cast<size_t>(T), -1);
 
   KvCacheTensors cache;
   const ScalarType kt = spec.kv_dtype;
@@ -158,12 +162,12 @@ void run_step(const CaseSpec& spec, AttentionType type, uint64_t seed) {
   impl->forward(query, key, value, cache, meta, output);
 
   // The cache holds exactly quantize(fresh / scale) at the new slots and nothing else moved.
-  if (!contiguous && !cross) {
+  if (!contiguous && !key.empty()) {
     std::vector<uint8_t> k_want = k_before, v_want = v_before;
     const int64_t kbs = cache.key.strides[0];
     const int64_t kts = spec.hnd ? cache.key.strides[2] : cache.key.strides[1];
     const int64_t khs = spec.hnd ? cache.key.strides[1] : cache.key.strides[2];
-    for (int t = 0; t < T; ++t) {
+    for (int t = 0; t < static_cast<int>(common.slot_mapping.size()); ++t) {
       const int64_t slot = common.slot_mapping[static_cast<size_t>(t)];
       const int64_t base = slot / bs * kbs + slot % bs * kts;
       for (int h = 0; h < KV; ++h) {
@@ -291,6 +295,23 @@ TEST(CpuFlashBackend, CrossAttentionReadsTheFilledCache) {
   s.q_lens = {1, 3};
   s.kv_lens = {1500, 20};
   run_step_everywhere(s, AttentionType::kEncoderDecoder);
+  // The step that caches the encoder K/V: more fresh rows than query tokens.
+  run_step(s, AttentionType::kEncoderDecoder, 5, /*cross_fill=*/true);
+}
+
+TEST(CpuFlashBackend, MlaReadsValuesWithTheKeyScale) {
+  CaseSpec s;
+  s.num_heads = 8;
+  s.num_kv_heads = 1;
+  s.head_size = 576;
+  s.head_size_v = 512;
+  s.mla = true;
+  s.kv_dtype = ScalarType::kFp8E4M3;
+  s.k_scale = 0.02f;
+  s.v_scale = 7.0f;  // must be ignored: V was written with k_scale
+  s.q_lens = {1, 3};
+  s.kv_lens = {200, 30};
+  run_step(s, AttentionType::kDecoder, 9);
 }
 
 TEST(CpuFlashBackend, CapabilitiesValidateTheirOwnClaims) {

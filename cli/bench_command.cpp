@@ -1,0 +1,169 @@
+// attnkit bench: times one attention shape on one backend (fresh random inputs, warm-up,
+// median of repeats) and reports it against this machine's ceilings measured in the same
+// run. The shape and timing code is shared with bench/cpu_attention_bench.cpp
+// (src/bench_support/).
+
+#include <omp.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "attnkit/core/error.h"
+#include "attnkit/registry/registry.h"
+#include "backends/cpu/cpu_isa.h"
+#include "bench_support/attention_bench.h"
+#include "bench_support/machine_ceilings.h"
+#include "commands.h"
+#include "common_options.h"
+
+namespace attnkit::cli {
+namespace {
+
+struct BenchArgs {
+  std::string backend = "CPU_FLASH";
+  std::string heads = "32/8";
+  int head_size = 128;
+  int batch = 1;
+  int context = 4096;
+  int query_len = 1;
+  bool causal = false;
+  bool sinks = false;
+  std::string kv_cache_dtype = "auto";
+  std::string dtype = "bf16";
+  int block_size = 16;
+  int threads = 0;
+  int repeats = 9;
+  int warmup = 2;
+  int read_buffer_mb = 512;
+  bool json = false;
+};
+
+// "32/8" -> (32, 8); "8" -> (8, 8).
+std::pair<int, int> parse_heads(const std::string& text) {
+  const size_t slash = text.find('/');
+  try {
+    size_t used = 0;
+    const int q = std::stoi(text.substr(0, slash), &used);
+    const int kv = slash == std::string::npos ? q : std::stoi(text.substr(slash + 1));
+    if (q > 0 && kv > 0 && q % kv == 0) return {q, kv};
+  } catch (const std::exception&) {
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              "--heads '" + text + "' must be Q/KV with Q a positive multiple of KV (e.g. 32/8)");
+}
+
+void run_bench(const BenchArgs& a) {
+  const auto [q_heads, kv_heads] = parse_heads(a.heads);
+  for (auto [name, value] : {std::pair{"--head-size", a.head_size},
+                             {"--batch", a.batch},
+                             {"--context", a.context},
+                             {"--query-len", a.query_len},
+                             {"--block-size", a.block_size},
+                             {"--repeats", a.repeats},
+                             {"--read-buffer-mb", a.read_buffer_mb}}) {
+    if (value < 1) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(name) + " " + std::to_string(value) + " must be at least 1");
+    }
+  }
+  if (a.query_len > a.context) {
+    throw Error(ErrorCode::kInvalidArgument, "--query-len " + std::to_string(a.query_len) +
+                                                 " exceeds --context " + std::to_string(a.context));
+  }
+  if (a.threads < 0) throw Error(ErrorCode::kInvalidArgument, "--threads must be >= 0");
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  const int threads = omp_get_max_threads();
+
+  bench::BenchShape shape = bench::BenchShape::uniform("cli", q_heads, kv_heads, a.head_size,
+                                                       a.batch, a.context, a.query_len);
+  // One query per request is decode (causality is moot); longer queries are causal
+  // prefill with --causal, else non-causal (cross) attention over the cache.
+  shape.causal = a.causal || a.query_len == 1;
+  shape.sinks = a.sinks;
+  shape.dtype = parse<DType>(a.dtype);
+  shape.kv_cache_dtype = parse<KvCacheDType>(a.kv_cache_dtype);
+  shape.block_size = a.block_size;
+
+  const auto backend = global_registry().get(a.backend);
+  const bench::MachineCeilings ceilings =
+      bench::measure_machine_ceilings(threads, static_cast<size_t>(a.read_buffer_mb) << 20);
+  bench::TimingOptions options;
+  options.repeats = a.repeats;
+  options.warmup = a.warmup;
+  const bench::Timing timing = bench::time_backend(*backend, shape, options);
+  const bench::BenchReport r = bench::make_report(shape, timing, ceilings);
+  const bench::BenchWork work = bench::bench_work(shape);
+
+  if (a.json) {
+    nlohmann::json j;
+    j["backend"] = std::string(backend->name());
+    j["shape"] = shape.describe();
+    j["threads"] = threads;
+    j["cpu_isa"] = std::string(cpu::to_string(cpu::active_cpu_isa()));
+    j["median_us"] = r.median_us;
+    j["min_us"] = r.min_us;
+    j["median_cpu_us"] = timing.median_cpu_us;
+    j["repeats"] = timing.repeats;
+    j["kv_bytes"] = work.kv_bytes;
+    j["flops"] = work.flops;
+    j["kv_gb_per_s"] = r.kv_gb_per_s;
+    j["gflop_per_s"] = r.gflop_per_s;
+    j["read_gb_per_s_ceiling"] = ceilings.read_gb_per_s;
+    j["flop_ceiling_gflop_per_s"] = r.flop_ceiling_gflop_per_s;
+    j["fma_gflop_per_s_ceiling"] = ceilings.fma_gflop_per_s;
+    j["bf16_dot_gflop_per_s_ceiling"] = ceilings.bf16_dot_gflop_per_s;
+    j["kv_read_ratio"] = r.read_ratio;
+    j["flop_ratio"] = r.flop_ratio;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::printf("backend      %s (%d threads, cpu isa %s)\n", std::string(backend->name()).c_str(),
+              threads, std::string(cpu::to_string(cpu::active_cpu_isa())).c_str());
+  std::printf("shape        %s%s\n", shape.describe().c_str(),
+              shape.causal ? ", causal" : ", non-causal");
+  std::printf("time         %.1f us median (min %.1f, %d repeats; %.1f us of CPU time)\n",
+              r.median_us, r.min_us, timing.repeats, timing.median_cpu_us);
+  std::printf("KV read      %.2f GB/s = %.0f%% of measured read bandwidth %.2f GB/s\n",
+              r.kv_gb_per_s, 100 * r.read_ratio, ceilings.read_gb_per_s);
+  std::printf("compute      %.1f GFLOP/s = %.0f%% of measured ceiling %.1f GFLOP/s\n",
+              r.gflop_per_s, 100 * r.flop_ratio, r.flop_ceiling_gflop_per_s);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time one attention shape on a backend against this machine's measured ceilings");
+  cmd->add_option("--backend", args->backend, "Backend name")->capture_default_str();
+  cmd->add_option("--heads", args->heads, "Query/KV heads, Q/KV")->capture_default_str();
+  cmd->add_option("--head-size", args->head_size, "Head size")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "Requests")->capture_default_str();
+  cmd->add_option("--context", args->context, "Keys each request attends over")
+      ->capture_default_str();
+  cmd->add_option("--query-len", args->query_len, "New tokens per request (1 = decode)")
+      ->capture_default_str();
+  cmd->add_flag("--causal", args->causal, "Causal prefill (else non-causal for query-len > 1)");
+  cmd->add_flag("--sinks", args->sinks, "Attention sinks");
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
+                  "KV cache dtype (auto, bf16, fp16, fp32, fp8_e4m3, fp8_e5m2)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Compute dtype (bf16, fp16, fp32)")
+      ->capture_default_str();
+  cmd->add_option("--block-size", args->block_size, "Tokens per cache block")
+      ->capture_default_str();
+  cmd->add_option("--threads", args->threads, "OpenMP threads (0 = all)")->capture_default_str();
+  cmd->add_option("--repeats", args->repeats, "Timed repeats (the median is reported)")
+      ->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "Untimed warm-up runs")->capture_default_str();
+  cmd->add_option("--read-buffer-mb", args->read_buffer_mb,
+                  "Buffer of the read-bandwidth measurement (keep it far above the caches)")
+      ->capture_default_str();
+  add_json_flag(*cmd, args->json);
+  cmd->callback([args] { run_bench(*args); });
+}
+
+}  // namespace attnkit::cli

@@ -1,0 +1,94 @@
+#pragma once
+// One attention benchmark shape run through any registered backend: fresh random inputs
+// (queries, a paged KV cache with blocks in random physical order, the step's new K/V),
+// warm-up, then the median of timed forward() calls (cache update + attention, the plan
+// built once beforehand as in a real step). Shared by bench/cpu_attention_bench.cpp and
+// `attnkit bench`.
+//
+// To keep the KV cache from living in the last-level cache between repeats (a real model
+// reads other layers' KV in between), the cache is replicated into enough "layers" that
+// their total exceeds kMinRotatedBytes, and successive repeats visit successive layers.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnkit/backend/backend.h"
+#include "attnkit/core/enums.h"
+
+namespace attnkit::bench {
+
+struct BenchShape {
+  std::string name;  // label for reports
+  int num_heads = 32, num_kv_heads = 8, head_size = 128;
+  // Per request: query tokens this step and keys attended over (seq_len, including them).
+  std::vector<int> q_lens{1};
+  std::vector<int> kv_lens{4096};
+  bool sinks = false;
+  // Causal decoder self-attention (the new tokens are the last of each request), or
+  // non-causal cross attention over an already filled cache (no cache update).
+  bool causal = true;
+  DType dtype = DType::kBFloat16;
+  KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
+  int block_size = 16;
+
+  // `batch` requests of `query_len` new tokens at context `context`.
+  static BenchShape uniform(std::string name, int heads, int kv_heads, int head_size, int batch,
+                            int context, int query_len);
+  std::string describe() const;
+};
+
+// Work of one forward(): unique KV bytes the requests' visible ranges cover, and FLOPs of
+// QK^T plus PV over visible (query, key) pairs (2 per multiply-add).
+struct BenchWork {
+  double kv_bytes = 0.0;
+  double flops = 0.0;
+  int64_t tokens = 0;
+};
+BenchWork bench_work(const BenchShape& shape);
+
+struct TimingOptions {
+  int warmup = 2;
+  int repeats = 9;
+  double min_seconds = 0.0;  // keep repeating until at least this long in total
+};
+
+struct Timing {
+  double median_us = 0.0;
+  double min_us = 0.0;
+  double median_cpu_us = 0.0;  // process CPU time (all threads) of the median-time repeat
+  int repeats = 0;
+  int layers = 1;  // KV replicas rotated through
+};
+
+// Times `backend` on `shape` (forward() only; metadata built once). Throws Error if the
+// backend cannot serve the shape (with its reasons).
+Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
+                    const TimingOptions& options);
+
+// Times a straightforward single-threaded scalar implementation (per query and head:
+// scalar dot products, materialised scores, two-pass softmax, scalar weighted sum) over
+// the same kind of inputs. When the work exceeds `max_flops`, it is timed on KV head 0's
+// query heads only and scaled by num_kv_heads (every KV head costs the same).
+Timing time_scalar_baseline(const BenchShape& shape, const TimingOptions& options,
+                            double max_flops = 4e9);
+
+// A shape with one KV head and its query group (for timing slow peers on a sample of the
+// heads; multiply the time by shape.num_kv_heads).
+BenchShape one_kv_head(const BenchShape& shape);
+
+// The numbers a benchmark prints for one shape, as fractions of the machine's ceilings.
+struct BenchReport {
+  double median_us = 0.0, min_us = 0.0;
+  double kv_gb_per_s = 0.0, gflop_per_s = 0.0;
+  double read_ratio = 0.0;                // kv_gb_per_s / measured read bandwidth
+  double flop_ceiling_gflop_per_s = 0.0;  // bf16-dot ceiling for bf16 x bf16, else FMA
+  double flop_ratio = 0.0;
+};
+struct MachineCeilings;
+BenchReport make_report(const BenchShape& shape, const Timing& timing,
+                        const MachineCeilings& ceilings);
+
+inline constexpr double kMinRotatedBytes = 256.0 * (1 << 20);
+
+}  // namespace attnkit::bench

@@ -1,0 +1,185 @@
+#include "bench_support/machine_ceilings.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "attnkit/core/platform.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+// GCC 12's AVX-512 reduction intrinsics self-initialise an "undefined" register on purpose.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace attnkit::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Results are written here so the compiler cannot drop the measured loops.
+volatile double g_sink = 0.0;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+#if defined(__x86_64__)
+// Sums 64-byte lines with 4 independent accumulators: bound by memory, not by the adds.
+__attribute__((target("avx2"))) float sum_avx2(const float* p, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+// 12 independent FMA chains hide the 4-cycle latency at 2 FMAs per cycle.
+__attribute__((target("avx512f"))) double fma_loop_avx512(int64_t iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) double fma_loop_avx2(int64_t iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0];
+}
+
+__attribute__((target("avx512f,avx512bf16"))) double bf16_dot_loop(int64_t iters) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_setzero_ps();
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3f80));  // 1.0
+  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(0x3380));  // tiny
+  for (int64_t it = 0; it < iters; ++it) {
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+  }
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+#endif
+
+float sum_scalar(const float* p, size_t n) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i + 4 <= n; i += 4) {
+    s0 += p[i];
+    s1 += p[i + 1];
+    s2 += p[i + 2];
+    s3 += p[i + 3];
+  }
+  return s0 + s1 + s2 + s3;
+}
+
+double fma_loop_scalar(int64_t iters) {
+  float acc[8] = {};
+  for (int64_t it = 0; it < iters; ++it) {
+    for (float& a : acc) a = a * 0.999999f + 1e-7f;
+  }
+  return acc[0] + acc[7];
+}
+
+// FLOP/s of `loop` on all threads: each thread runs `iters` iterations.
+template <class F>
+double flops_on_threads(int threads, int64_t iters, double flop_per_iter, F loop) {
+  double best = 0.0;
+  for (int rep = 0; rep < 3; ++rep) {
+    double sink = 0.0;
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += loop(iters);
+    const double s = seconds_since(t0);
+    g_sink = sink;
+    best = std::max(best, flop_per_iter * static_cast<double>(iters) * threads / s);
+  }
+  return best;
+}
+
+}  // namespace
+
+double measure_read_bandwidth(int threads, size_t bytes, int repeats) {
+  const size_t n = bytes / sizeof(float);
+  // 64-byte aligned, first-touched by the threads that will read it.
+  std::vector<float> storage(n + 16);
+  float* buf = storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) % 64 / 4) % 16;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) buf[i] = static_cast<float>(i & 7);
+#if defined(__x86_64__)
+  const bool avx2 = detect_cpu_features().avx2;
+#endif
+  double best = 0.0;
+  for (int rep = 0; rep < repeats; ++rep) {
+    float total = 0.0f;
+    const auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : total)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const size_t per = n / static_cast<size_t>(nt) / 32 * 32;
+      const float* p = buf + per * static_cast<size_t>(t);
+#if defined(__x86_64__)
+      total += avx2 ? sum_avx2(p, per) : sum_scalar(p, per);
+#else
+      total += sum_scalar(p, per);
+#endif
+    }
+    const double s = seconds_since(t0);
+    g_sink = total;
+    best = std::max(best, static_cast<double>(n / 32 * 32) * sizeof(float) / s / 1e9);
+  }
+  return best;
+}
+
+MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes) {
+  MachineCeilings c;
+  c.threads = threads;
+  c.read_gb_per_s = measure_read_bandwidth(threads, read_bytes);
+  const int64_t iters = 20'000'000;
+#if defined(__x86_64__)
+  const CpuFeatures f = detect_cpu_features();
+  if (f.avx512f) {
+    c.fma_isa = "avx512";
+    c.fma_gflop_per_s = flops_on_threads(threads, iters, 12 * 32.0, fma_loop_avx512) / 1e9;
+  } else if (f.avx2 && f.fma) {
+    c.fma_isa = "avx2";
+    c.fma_gflop_per_s = flops_on_threads(threads, iters, 12 * 16.0, fma_loop_avx2) / 1e9;
+  } else {
+    c.fma_gflop_per_s = flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar) / 1e9;
+  }
+  if (f.avx512_bf16) {
+    c.bf16_dot_gflop_per_s = flops_on_threads(threads, iters, 12 * 64.0, bf16_dot_loop) / 1e9;
+  }
+#else
+  c.fma_gflop_per_s = flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar) / 1e9;
+#endif
+  return c;
+}
+
+}  // namespace attnkit::bench

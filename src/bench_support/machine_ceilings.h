@@ -1,0 +1,27 @@
+#pragma once
+// What this machine can do at best, measured in the same run as a benchmark so that the
+// benchmark's numbers are reported as fractions of them:
+//   - memory read bandwidth: a streaming read (sum) over a buffer far larger than the
+//     caches, on all threads;
+//   - FLOP ceilings: register-resident loops of independent fp32 FMAs, and of avx512_bf16
+//     dot products (vdpbf16ps, 64 FLOP each), on all threads.
+
+#include <cstddef>
+
+namespace attnkit::bench {
+
+struct MachineCeilings {
+  int threads = 1;
+  double read_gb_per_s = 0.0;         // 1e9 bytes per second
+  double fma_gflop_per_s = 0.0;       // fp32 FMA, 2 FLOP per lane
+  double bf16_dot_gflop_per_s = 0.0;  // 0 when the CPU has no avx512_bf16
+  const char* fma_isa = "scalar";     // the ISA the FMA loop ran with
+};
+
+// Measures all ceilings with `threads` OpenMP threads; the read buffer is `read_bytes`.
+MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes = size_t{512} << 20);
+
+// Just the read bandwidth (best of `repeats` passes over `bytes`).
+double measure_read_bandwidth(int threads, size_t bytes, int repeats = 5);
+
+}  // namespace attnkit::bench

@@ -1,0 +1,62 @@
+// `attnkit bench` end to end: a tiny shape through the real binary, JSON fields present and
+// consistent, and user errors reported with the bad value.
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct CliResult {
+  int status = 0;
+  std::string out;
+};
+
+CliResult run_cli(const std::string& args) {
+  const std::string cmd = std::string(ATTNKIT_CLI_PATH) + " " + args + " 2>&1";
+  CliResult r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return {-1, ""};
+  std::array<char, 4096> buf{};
+  size_t n = 0;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  r.status = pclose(pipe);
+  return r;
+}
+
+TEST(BenchCli, JsonReportForOneShape) {
+  const CliResult r = run_cli(
+      "bench --backend cpu_flash --heads 4/2 --head-size 64 --batch 2 --context 300 "
+      "--query-len 3 --causal --sinks --kv-cache-dtype fp8_e4m3 --block-size 32 --threads 1 "
+      "--repeats 2 --warmup 1 --read-buffer-mb 8 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["backend"], "CPU_FLASH");
+  EXPECT_EQ(j["threads"], 1);
+  EXPECT_GT(j["median_us"].get<double>(), 0.0);
+  EXPECT_GT(j["kv_gb_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["gflop_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["read_gb_per_s_ceiling"].get<double>(), 0.0);
+  // 2 requests x 300 keys x 2 KV heads x (64 + 64) x 1 byte.
+  EXPECT_DOUBLE_EQ(j["kv_bytes"].get<double>(), 2.0 * 300 * 2 * 128);
+  EXPECT_NEAR(j["kv_gb_per_s"].get<double>(),
+              j["kv_bytes"].get<double>() / j["median_us"].get<double>() / 1e3, 1e-9);
+}
+
+TEST(BenchCli, BadValuesAreNamed) {
+  CliResult r = run_cli("bench --heads 32/5");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--heads '32/5'"), std::string::npos) << r.out;
+  r = run_cli("bench --backend NOPE --read-buffer-mb 8");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("NOPE"), std::string::npos) << r.out;
+  r = run_cli("bench --context 10 --query-len 20");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.out.find("--query-len 20"), std::string::npos) << r.out;
+}
+
+}  // namespace
