@@ -17,11 +17,16 @@
 namespace attnkit {
 
 std::span<const BuiltinBackend> builtin_backends() {
+  // One backend per line (clang-format would pack them into columns).
+  // clang-format off
   static const std::vector<BuiltinBackend> kBuiltinBackends = {
-      {"REFERENCE", make_reference_backend},   {"CPU_FLASH", make_cpu_flash_backend},
-      {"CPU_MLA", make_cpu_mla_backend},       {"CUDA_FLASH", make_cuda_flash_backend},
+      {"REFERENCE", make_reference_backend},
+      {"CPU_FLASH", make_cpu_flash_backend},
+      {"CPU_MLA", make_cpu_mla_backend},
+      {"CUDA_FLASH", make_cuda_flash_backend},
       {"CUDA_PAGED", make_cuda_paged_backend},
   };
+  // clang-format on
   return kBuiltinBackends;
 }
 
