@@ -11,7 +11,10 @@
 //      scale, soft-cap and mask are applied to that vector;
 //   2. online softmax per row: running max m, running sum l, rescale factor alpha;
 //   3. values: o[r] = alpha[r] o[r] + sum_j p[r][j] v_j in register blocks of 4 rows x 4
-//      vectors, so each loaded (converted) value vector serves 4 rows.
+//      vectors, so each loaded (converted) value vector serves 4 rows. On the bf16-dot path
+//      (bf16 queries and cache, avx512_bf16) p is rounded to bf16 and the value tile is
+//      interleaved by key pairs, so one dot_bf16 adds two keys' contributions (half the
+//      instructions of fp32 FMAs, no conversion of V to fp32).
 // K/V are read from the cache once per tile and reused by all R rows from L1 (GQA packing).
 // Key tiles outside the union of the rows' visible intervals are never visited (causal,
 // sliding-window and chunked-local skipping).
@@ -31,6 +34,14 @@
 // Requires `Ops` (the SIMD interface) declared in the including namespace.
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Key tiles ahead whose rows the bf16-dot path prefetches (into L2) while it works on the
+// current tile. Paged rows of one head are scattered (blocks in any order, rows of other
+// heads in between), which the hardware prefetchers do not follow; spreading one
+// prefetch per cache line over the tile's loads (instead of one burst per tile) keeps the
+// core's miss queue busy without overflowing it. Two tiles of 16 keys ahead is ~16 KiB
+// for d128 at bf16, enough to cover DRAM latency at this rate.
+constexpr int kPrefetchTiles = 2;
 
 template <class Tag>
 const typename Tag::Storage* typed(const void* p) {
@@ -141,11 +152,17 @@ class ItemKernel {
     const int k_hi = std::min(it.k_end - 1, intervals_[tokens - 1].hi);
     for (int kt = k_lo; kt <= k_hi; kt += L) {
       const int n = std::min(L, k_hi - kt + 1);
-      // Prefetch the tile after next: paged rows of one head are strided across pages, which
-      // the hardware prefetchers do not follow, so without this each tile waits on memory.
-      if (kt + 2 * L <= k_hi)
-        prefetch_keys(seq, it.kv_head, kt + 2 * L, std::min(L, k_hi - kt - 2 * L + 1));
-      locate_keys(seq, it.kv_head, kt, n);
+      const int pf_kt = kt + kPrefetchTiles * L;
+      if constexpr (kDot) {
+        // The rows of a later tile, prefetched line by line inside the loops below.
+        npf_ = pf_kt <= k_hi ? std::min(L, k_hi - pf_kt + 1) : 0;
+        if (npf_ > 0) locate_keys(seq, it.kv_head, pf_kt, npf_, kpf_, vpf_);
+      } else if (pf_kt <= k_hi) {
+        // Paged rows of one head are strided across pages, which the hardware prefetchers
+        // do not follow, so without this each tile waits on memory.
+        prefetch_keys(seq, it.kv_head, pf_kt, std::min(L, k_hi - pf_kt + 1));
+      }
+      locate_keys(seq, it.kv_head, kt, n, kp_, vp_);
       scores_and_softmax(rows, kt, n, k_lo, k_hi);
       accumulate_values(rows, n);
     }
@@ -197,8 +214,8 @@ class ItemKernel {
     }
   }
 
-  // Fills kp_/vp_ with the storage addresses of keys kt .. kt+n-1 of (seq, kv_head).
-  void locate_keys(int seq, int kv_head, int kt, int n) {
+  // Fills kp/vp with the storage addresses of keys kt .. kt+n-1 of (seq, kv_head).
+  void locate_keys(int seq, int kv_head, int kt, int n, const Storage** kp, const Storage** vp) {
     const auto* kbase =
         static_cast<const Storage*>(p_.k_cache) + int64_t{kv_head} * p_.k_head_stride;
     const auto* vbase =
@@ -209,8 +226,8 @@ class ItemKernel {
       int off = kt % p_.block_size;
       for (int j = 0; j < n; ++j) {
         const int64_t blk = bt[b];
-        kp_[j] = kbase + blk * p_.k_block_stride + off * p_.k_token_stride;
-        vp_[j] = vbase + blk * p_.v_block_stride + off * p_.v_token_stride;
+        kp[j] = kbase + blk * p_.k_block_stride + off * p_.k_token_stride;
+        vp[j] = vbase + blk * p_.v_block_stride + off * p_.v_token_stride;
         if (++off == p_.block_size) {
           off = 0;
           ++b;
@@ -219,8 +236,8 @@ class ItemKernel {
     } else {
       const int64_t row0 = int64_t{p_.kv_start_loc[seq]} + kt;
       for (int j = 0; j < n; ++j) {
-        kp_[j] = kbase + (row0 + j) * p_.k_token_stride;
-        vp_[j] = vbase + (row0 + j) * p_.v_token_stride;
+        kp[j] = kbase + (row0 + j) * p_.k_token_stride;
+        vp[j] = vbase + (row0 + j) * p_.v_token_stride;
       }
     }
   }
@@ -257,20 +274,11 @@ class ItemKernel {
       for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
       if constexpr (kDot) {
         const uint16_t* qrow = reinterpret_cast<const uint16_t*>(q_) + int64_t{r} * d_;
-        int c = 0;
-        for (; c + 32 <= d_; c += 32) {
-          const auto qv = Ops::load_bf16_pairs(qrow + c);
-#pragma GCC unroll 16
-          for (int j = 0; j < L; ++j) {
-            if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_pairs(kp_[j] + c));
-          }
-        }
-        if (c < d_) {  // a last 16 elements
-          const auto qv = Ops::load_bf16_half(qrow + c);
-#pragma GCC unroll 16
-          for (int j = 0; j < L; ++j) {
-            if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_half(kp_[j] + c));
-          }
+        // The first row also prefetches the later tile's keys: one line per key and step.
+        if (r == 0 && npf_ > 0) {
+          dot_keys<true>(qrow, acc, n);
+        } else {
+          dot_keys<false>(qrow, acc, n);
         }
       } else {
         const float* qrow = q_ + int64_t{r} * d_;
@@ -287,12 +295,42 @@ class ItemKernel {
       if (lo > 0 || hi < L - 1) s = Ops::mask_range(s, lo, hi);
       const float m_old = m_[r];
       const float m_new = std::max(m_old, Ops::hmax(s));
-      const V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
+      V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
       const float alpha = m_new == m_old ? 1.0f : std::exp(m_old - m_new);
+      if constexpr (kDot) {
+        // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
+        Ops::store_bf16(reinterpret_cast<uint16_t*>(prow), pv);
+        pv = Ops::round_to_bf16(pv);
+      } else {
+        Ops::store(prow, pv);
+      }
       l_[r] = l_[r] * alpha + Ops::hsum(pv);
       m_[r] = m_new;
       alpha_[r] = alpha;
-      Ops::store(prow, pv);
+    }
+  }
+
+  // acc[j] += q . k_j over the head dimension for the n keys of the tile (bf16 pairs).
+  // kPrefetch: also prefetch line c of each key row of the tile kPrefetchTiles ahead.
+  template <bool kPrefetch>
+  void dot_keys(const uint16_t* qrow, V* acc, int n) {
+    int c = 0;
+    for (; c + 32 <= d_; c += 32) {
+      const auto qv = Ops::load_bf16_pairs(qrow + c);
+#pragma GCC unroll 16
+      for (int j = 0; j < L; ++j) {
+        if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_pairs(kp_[j] + c));
+        if constexpr (kPrefetch) {
+          if (j < npf_) __builtin_prefetch(kpf_[j] + c, 0, 2);
+        }
+      }
+    }
+    if (c < d_) {  // a last 16 elements
+      const auto qv = Ops::load_bf16_half(qrow + c);
+#pragma GCC unroll 16
+      for (int j = 0; j < L; ++j) {
+        if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_half(kp_[j] + c));
+      }
     }
   }
 
@@ -366,8 +404,114 @@ class ItemKernel {
     }
   }
 
+  // The value tile interleaved by key pairs for dot_bf16, at vt_: pair q (keys 2q, 2q+1)
+  // and vector v (columns 16v .. 16v+15) hold (v_2q[c], v_2q+1[c]) for c = 16v + lane, 32
+  // bf16 per vector; an odd last key is paired with zeros. Also prefetches (into L2) the
+  // value rows of the tile kPrefetchTiles ahead, one row per pair.
+  void interleave_values(int n) {
+    using BV = typename Ops::BV;
+    auto* vt = reinterpret_cast<uint16_t*>(vf_);
+    const int vecs = dv_ / 16;
+    for (int q = 0; 2 * q < n; ++q) {
+      const Storage* a = vp_[2 * q];
+      const Storage* b = 2 * q + 1 < n ? vp_[2 * q + 1] : nullptr;
+      uint16_t* dst = vt + int64_t{q} * vecs * 32;
+      int c = 0;
+      for (; c + 32 <= dv_; c += 32) {
+        BV lo, hi;
+        Ops::interleave_bf16(Ops::load_bf16_pairs(a + c),
+                             b != nullptr ? Ops::load_bf16_pairs(b + c) : BV{}, lo, hi);
+        std::memcpy(dst + c * 2, &lo, sizeof(BV));
+        std::memcpy(dst + c * 2 + 32, &hi, sizeof(BV));
+      }
+      if (c < dv_) {
+        BV lo, hi;
+        Ops::interleave_bf16(Ops::load_bf16_half(a + c),
+                             b != nullptr ? Ops::load_bf16_half(b + c) : BV{}, lo, hi);
+        std::memcpy(dst + c * 2, &lo, sizeof(BV));
+      }
+      for (int j = 2 * q; j < std::min(2 * q + 2, npf_); ++j) {
+        const char* row = reinterpret_cast<const char*>(vpf_[j]);
+        for (int64_t byte = 0; byte < int64_t{dv_} * 2; byte += 64)
+          __builtin_prefetch(row + byte, 0, 2);
+      }
+    }
+  }
+
+  // o[r] = alpha[r] o[r] + sum_q (p[r][2q], p[r][2q+1]) . (v_2q, v_2q+1) for rows r0 ..
+  // r0+nr-1 (nr <= 4) and value vectors c0 .. c0+NC-1, from the interleaved tile.
+  template <int NC>
+  void update_block_bf16(int r0, int nr, int c0, int pairs) {
+    const auto* vt = reinterpret_cast<const uint16_t*>(vf_);
+    const int vecs = dv_ / L;
+    V acc[4][NC];
+#pragma GCC unroll 4
+    for (int rr = 0; rr < 4; ++rr) {
+      if (rr < nr) {
+        const V a = Ops::set1(alpha_[r0 + rr]);
+        const float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
+      } else {
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::zero();
+      }
+    }
+    for (int q = 0; q < pairs; ++q) {
+      typename Ops::BV vv[NC];
+#pragma GCC unroll 4
+      for (int cc = 0; cc < NC; ++cc) {
+        vv[cc] = Ops::load_bf16_pairs(vt + (int64_t{q} * vecs + c0 + cc) * 32);
+      }
+#pragma GCC unroll 4
+      for (int rr = 0; rr < 4; ++rr) {
+        if (rr < nr) {
+          const auto pb =
+              Ops::broadcast_pair(reinterpret_cast<const uint16_t*>(
+                                      pr_ + int64_t{r0 + rr} * attnkit::cpu::kMaxTileKeys) +
+                                  2 * q);
+#pragma GCC unroll 4
+          for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::dot_bf16(acc[rr][cc], pb, vv[cc]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < 4; ++rr) {
+      if (rr < nr) {
+        float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
+      }
+    }
+  }
+
+  void update_rows_bf16(int rows, int n) {
+    const int vecs = dv_ / L, pairs = (n + 1) / 2;
+    for (int r0 = 0; r0 < rows; r0 += 4) {
+      const int nr = std::min(4, rows - r0);
+      int c0 = 0;
+      for (; c0 + 4 <= vecs; c0 += 4) update_block_bf16<4>(r0, nr, c0, pairs);
+      switch (vecs - c0) {
+        case 3:
+          update_block_bf16<3>(r0, nr, c0, pairs);
+          break;
+        case 2:
+          update_block_bf16<2>(r0, nr, c0, pairs);
+          break;
+        case 1:
+          update_block_bf16<1>(r0, nr, c0, pairs);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
   void accumulate_values(int rows, int n) {
-    if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
+    if constexpr (kDot) {
+      interleave_values(n);
+      update_rows_bf16(rows, n);
+    } else if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
       for (int j = 0; j < n; ++j) vrow_[j] = vp_[j];
       update_rows<true>(rows, n);
     } else {
@@ -419,49 +563,12 @@ class ItemKernel {
   attnkit::cpu::KeyInterval* intervals_;
   const Storage* kp_[L];
   const Storage* vp_[L];
+  // Rows of the tile kPrefetchTiles ahead (bf16-dot path), npf_ of them.
+  const Storage* kpf_[L];
+  const Storage* vpf_[L];
+  int npf_ = 0;
   const float* vrow_[L];
 };
 
-// Combines the splits of one merge group with the log-sum-exp rule (and the sink):
-//   M = max(max_s m_s, sink), w_s = exp(m_s - M),
-//   out = v_scale * sum_s w_s o_s / (sum_s w_s l_s + exp(sink - M)).
-inline void merge_splits(const attnkit::PagedAttentionParams& p,
-                         const attnkit::cpu::FlashMergeGroup& g, const float* partials,
-                         float* tmp) {
-  constexpr int L = Ops::kLanes;
-  const int group = p.num_heads / p.num_kv_heads;
-  const int rows = (g.q_end - g.q_begin) * group;
-  const int dv = p.head_size_v;
-  const int64_t tok0 = p.query_start_loc[g.seq] + g.q_begin;
-  const int64_t osize = element_size(p.q_dtype);
-  for (int r = 0; r < rows; ++r) {
-    const int t = r / group;
-    const int h = g.kv_head * group + r % group;
-    const float sink = p.sinks != nullptr ? p.sinks[h] : kNegInf;
-    float m_all = sink;
-    for (int s = 0; s < g.num_splits; ++s) {
-      const float* part = partials + g.partial_offset + s * g.partial_stride;
-      m_all = std::max(m_all, part[int64_t{rows} * dv + r]);
-    }
-    std::fill(tmp, tmp + dv, 0.0f);
-    float denom = 0.0f;
-    if (m_all != kNegInf) {
-      for (int s = 0; s < g.num_splits; ++s) {
-        const float* part = partials + g.partial_offset + s * g.partial_stride;
-        const float m = part[int64_t{rows} * dv + r];
-        if (m == kNegInf) continue;
-        const float w = std::exp(m - m_all);
-        denom += w * part[int64_t{rows} * dv + rows + r];
-        const typename Ops::V wv = Ops::set1(w);
-        const float* orow = part + int64_t{r} * dv;
-        for (int c = 0; c < dv; c += L) {
-          Ops::store(tmp + c, Ops::fmadd(wv, Ops::load(orow + c), Ops::load(tmp + c)));
-        }
-      }
-      if (p.sinks != nullptr) denom += std::exp(sink - m_all);
-    }
-    void* dst = static_cast<char*>(p.out) +
-                ((tok0 + t) * p.o_token_stride + int64_t{h} * p.o_head_stride) * osize;
-    store_row(p.q_dtype, tmp, denom > 0.0f ? p.v_scale / denom : 0.0f, dst, dv);
-  }
-}
+// The split-KV merge pass.
+#include "backends/cpu/split_merge_impl.h"

@@ -141,4 +141,32 @@ struct Ops {
   static V dot_bf16(V acc, BV a, BV b) {
     return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
   }
+
+  // For P.V with dot_bf16: p rounded to bf16 (to nearest even) and stored as 16 values...
+  static void store_bf16(uint16_t* dst, V p) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(p)));
+  }
+  // ... the same rounded values back in fp32 (so the softmax sum matches the weights) ...
+  static V round_to_bf16(V p) {
+    const __m256i b = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+  }
+  // ... one (p_j, p_j+1) pair in every 32-bit lane ...
+  static BV broadcast_pair(const uint16_t* p) {
+    int32_t pair;
+    __builtin_memcpy(&pair, p, sizeof(pair));
+    return _mm512_set1_epi32(pair);
+  }
+  // ... and two value rows a, b (32 bf16 each) interleaved per column: lo holds
+  // (a[i], b[i]) for columns i = 0..15 in lane i, hi the same for columns 16..31.
+  static void interleave_bf16(BV a, BV b, BV& lo, BV& hi) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // Word index 2i -> a[i], 2i+1 -> b[i] (bit 5 of an index selects the second source).
+    const __m512i idx_lo =
+        _mm512_or_si512(iota, _mm512_slli_epi32(_mm512_or_si512(iota, _mm512_set1_epi32(32)), 16));
+    const __m512i sixteen = _mm512_set1_epi16(16);
+    lo = _mm512_permutex2var_epi16(a, idx_lo, b);
+    hi = _mm512_permutex2var_epi16(a, _mm512_add_epi16(idx_lo, sixteen), b);
+  }
 };
