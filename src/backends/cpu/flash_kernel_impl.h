@@ -41,7 +41,10 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // prefetch per cache line over the tile's loads (instead of one burst per tile) keeps the
 // core's miss queue busy without overflowing it. Two tiles of 16 keys ahead is ~16 KiB
 // for d128 at bf16, enough to cover DRAM latency at this rate.
-constexpr int kPrefetchTiles = 2;
+#ifndef PF_TILES
+#define PF_TILES 4
+#endif
+constexpr int kPrefetchTiles = PF_TILES;
 
 template <class Tag>
 const typename Tag::Storage* typed(const void* p) {
@@ -244,8 +247,23 @@ class ItemKernel {
 
   // Scores of every row against the n keys of the tile, and the online-softmax update.
   void scores_and_softmax(int rows, int kt, int n, int k_lo, int k_hi) {
-    const float* krow[L];
-    if constexpr (!kDot) {
+    if constexpr (kDot) {
+      // Lanes past n are masked in softmax_row; their keys read key 0's row meanwhile.
+      for (int j = n; j < L; ++j) kp_[j] = kp_[0];
+      for (int r0 = 0; r0 < rows; r0 += 4) {
+        const int nr = std::min(4, rows - r0);
+        V s[4];
+        // The first row block also prefetches the later tile's keys, one line per key and
+        // step of the head dimension.
+        if (r0 == 0 && npf_ > 0) {
+          qk_block<true>(r0, nr, s);
+        } else {
+          qk_block<false>(r0, nr, s);
+        }
+        for (int rr = 0; rr < nr; ++rr) softmax_row(r0 + rr, s[rr], kt, n, k_lo, k_hi);
+      }
+    } else {
+      const float* krow[L];
       for (int j = 0; j < n; ++j) {
         if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
           krow[j] = kp_[j];
@@ -255,32 +273,14 @@ class ItemKernel {
           krow[j] = dst;
         }
       }
-    }
-    const V vscale = Ops::set1(score_scale_);
-    const bool capped = p_.soft_cap > 0.0f;
-    const V cap = Ops::set1(p_.soft_cap);
-    const V inv_cap = Ops::set1(capped ? 1.0f / p_.soft_cap : 0.0f);
-    for (int r = 0; r < rows; ++r) {
-      const attnkit::cpu::KeyInterval& iv = intervals_[r / group_];
-      const int lo = std::max(iv.lo, k_lo) - kt;
-      const int hi = std::min({iv.hi, k_hi, kt + n - 1}) - kt;
-      float* prow = pr_ + int64_t{r} * attnkit::cpu::kMaxTileKeys;
-      if (lo > hi) {  // this row sees no key of the tile
-        Ops::store(prow, Ops::zero());
-        alpha_[r] = 1.0f;
-        continue;
-      }
-      V acc[L];
-      for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
-      if constexpr (kDot) {
-        const uint16_t* qrow = reinterpret_cast<const uint16_t*>(q_) + int64_t{r} * d_;
-        // The first row also prefetches the later tile's keys: one line per key and step.
-        if (r == 0 && npf_ > 0) {
-          dot_keys<true>(qrow, acc, n);
-        } else {
-          dot_keys<false>(qrow, acc, n);
+      for (int r = 0; r < rows; ++r) {
+        const KeyRange kr = key_range(r, kt, n, k_lo, k_hi);
+        if (kr.lo > kr.hi) {  // this row sees no key of the tile: skip the dot products
+          softmax_row(r, Ops::zero(), kt, n, k_lo, k_hi);
+          continue;
         }
-      } else {
+        V acc[L];
+        for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
         const float* qrow = q_ + int64_t{r} * d_;
         for (int c = 0; c < d_; c += L) {
           const V qv = Ops::load(qrow + c);
@@ -289,49 +289,103 @@ class ItemKernel {
             if (j < n) acc[j] = Ops::fmadd(qv, Ops::load(krow[j] + c), acc[j]);
           }
         }
+        softmax_row(r, Ops::reduce_lanes(acc), kt, n, k_lo, k_hi);
       }
-      V s = Ops::mul(Ops::reduce_lanes(acc), vscale);
-      if (capped) s = Ops::mul(cap, Ops::tanh(Ops::mul(s, inv_cap)));
-      if (lo > 0 || hi < L - 1) s = Ops::mask_range(s, lo, hi);
-      const float m_old = m_[r];
-      const float m_new = std::max(m_old, Ops::hmax(s));
-      V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
-      const float alpha = m_new == m_old ? 1.0f : std::exp(m_old - m_new);
-      if constexpr (kDot) {
-        // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
-        Ops::store_bf16(reinterpret_cast<uint16_t*>(prow), pv);
-        pv = Ops::round_to_bf16(pv);
-      } else {
-        Ops::store(prow, pv);
-      }
-      l_[r] = l_[r] * alpha + Ops::hsum(pv);
-      m_[r] = m_new;
-      alpha_[r] = alpha;
     }
   }
 
-  // acc[j] += q . k_j over the head dimension for the n keys of the tile (bf16 pairs).
-  // kPrefetch: also prefetch line c of each key row of the tile kPrefetchTiles ahead.
+  struct KeyRange {
+    int lo, hi;  // lanes of the tile row r sees (lo > hi: none)
+  };
+  KeyRange key_range(int r, int kt, int n, int k_lo, int k_hi) const {
+    const attnkit::cpu::KeyInterval& iv = intervals_[r / group_];
+    return {std::max(iv.lo, k_lo) - kt, std::min({iv.hi, k_hi, kt + n - 1}) - kt};
+  }
+
+  // Online-softmax update of row r with its raw dot products `dots` (lane j = key kt + j):
+  // scale, soft-cap, mask; new running max and sum; p to pr_ (bf16 on the dot path).
+  void softmax_row(int r, V dots, int kt, int n, int k_lo, int k_hi) {
+    const KeyRange kr = key_range(r, kt, n, k_lo, k_hi);
+    float* prow = pr_ + int64_t{r} * attnkit::cpu::kMaxTileKeys;
+    if (kr.lo > kr.hi) {  // this row sees no key of the tile
+      Ops::store(prow, Ops::zero());
+      alpha_[r] = 1.0f;
+      return;
+    }
+    V s = Ops::mul(dots, Ops::set1(score_scale_));
+    if (p_.soft_cap > 0.0f) {
+      const V cap = Ops::set1(p_.soft_cap);
+      s = Ops::mul(cap, Ops::tanh(Ops::mul(s, Ops::set1(1.0f / p_.soft_cap))));
+    }
+    if (kr.lo > 0 || kr.hi < L - 1) s = Ops::mask_range(s, kr.lo, kr.hi);
+    const float m_old = m_[r];
+    const float m_new = std::max(m_old, Ops::hmax(s));
+    V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
+    const float alpha = m_new == m_old ? 1.0f : std::exp(m_old - m_new);
+    if constexpr (kDot) {
+      // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
+      Ops::store_bf16(reinterpret_cast<uint16_t*>(prow), pv);
+      pv = Ops::round_to_bf16(pv);
+    } else {
+      Ops::store(prow, pv);
+    }
+    l_[r] = l_[r] * alpha + Ops::hsum(pv);
+    m_[r] = m_new;
+    alpha_[r] = alpha;
+  }
+
+  // Dot products (bf16 pairs) of rows r0 .. r0+nr-1 (nr <= 4) with the tile's 16 keys:
+  // s[rr] lane j = q_{r0+rr} . k_j. Computed in groups of 4 keys x 4 rows (16 accumulators),
+  // so each loaded key vector serves 4 rows and each query vector 4 keys; each group is
+  // folded by reduce_lanes (lane 4 rr + kk = row rr, key kk) and a 4x4 transpose of 128-bit
+  // blocks puts every row's 16 keys in one vector. kPrefetch: also prefetch, line by line,
+  // the keys of the tile kPrefetchTiles ahead.
   template <bool kPrefetch>
-  void dot_keys(const uint16_t* qrow, V* acc, int n) {
-    int c = 0;
-    for (; c + 32 <= d_; c += 32) {
-      const auto qv = Ops::load_bf16_pairs(qrow + c);
+  void qk_block(int r0, int nr, V* s) {
+    using BV = typename Ops::BV;
+    const uint16_t* qr[4];
+    for (int rr = 0; rr < 4; ++rr) {
+      qr[rr] = reinterpret_cast<const uint16_t*>(q_) + int64_t{r0 + (rr < nr ? rr : 0)} * d_;
+    }
+    V part[4];
+    for (int g = 0; g < 4; ++g) {
+      V acc[16];
 #pragma GCC unroll 16
-      for (int j = 0; j < L; ++j) {
-        if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_pairs(kp_[j] + c));
-        if constexpr (kPrefetch) {
-          if (j < npf_) __builtin_prefetch(kpf_[j] + c, 0, 2);
+      for (int i = 0; i < 16; ++i) acc[i] = Ops::zero();
+      const Storage* const* k = kp_ + 4 * g;
+      int c = 0;
+      for (; c + 32 <= d_; c += 32) {
+        BV kv[4];
+#pragma GCC unroll 4
+        for (int kk = 0; kk < 4; ++kk) {
+          kv[kk] = Ops::load_bf16_pairs(k[kk] + c);
+          if constexpr (kPrefetch) {
+            if (4 * g + kk < npf_) __builtin_prefetch(kpf_[4 * g + kk] + c, 0, 2);
+          }
+        }
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; ++rr) {
+          const BV qv = Ops::load_bf16_pairs(qr[rr] + c);
+#pragma GCC unroll 4
+          for (int kk = 0; kk < 4; ++kk)
+            acc[rr * 4 + kk] = Ops::dot_bf16(acc[rr * 4 + kk], qv, kv[kk]);
         }
       }
-    }
-    if (c < d_) {  // a last 16 elements
-      const auto qv = Ops::load_bf16_half(qrow + c);
-#pragma GCC unroll 16
-      for (int j = 0; j < L; ++j) {
-        if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_half(kp_[j] + c));
+      if (c < d_) {  // a last 16 elements
+        BV kv[4];
+#pragma GCC unroll 4
+        for (int kk = 0; kk < 4; ++kk) kv[kk] = Ops::load_bf16_half(k[kk] + c);
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; ++rr) {
+          const BV qv = Ops::load_bf16_half(qr[rr] + c);
+#pragma GCC unroll 4
+          for (int kk = 0; kk < 4; ++kk)
+            acc[rr * 4 + kk] = Ops::dot_bf16(acc[rr * 4 + kk], qv, kv[kk]);
+        }
       }
+      part[g] = Ops::reduce_lanes(acc);
     }
+    Ops::transpose_blocks4(part, s);
   }
 
   // o[r] = alpha[r] o[r] + sum_j p[r][j] v_j for rows r0 .. r0+nr-1 (nr <= 4) and value

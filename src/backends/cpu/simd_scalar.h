@@ -112,4 +112,5 @@ struct Ops {
   static V round_to_bf16(V p) { return p; }
   static BV broadcast_pair(const uint16_t*) { return BV{}; }
   static void interleave_bf16(BV, BV, BV&, BV&) {}
+  static void transpose_blocks4(const V*, V*) {}
 };
