@@ -117,12 +117,13 @@ class ItemKernel {
       : p_(p), partials_(partials) {
     const attnkit::cpu::ScratchLayout s =
         attnkit::cpu::scratch_layout(plan.max_rows, plan.head_size, plan.head_size_v);
-    q_ = scratch + s.q;
-    o_ = scratch + s.o;
-    pr_ = scratch + s.p;
-    m_ = scratch + s.m;
-    l_ = scratch + s.l;
-    alpha_ = scratch + s.alpha;
+    q_base_ = scratch + s.q;
+    o_base_ = scratch + s.o;
+    pr_base_ = scratch + s.p;
+    m_base_ = scratch + s.m;
+    l_base_ = scratch + s.l;
+    alpha_base_ = scratch + s.alpha;
+    select_head(0, 0);
     kf_ = scratch + s.kf;
     vf_ = scratch + s.vf;
     group_ = p.num_heads / p.num_kv_heads;
@@ -142,11 +143,15 @@ class ItemKernel {
     const int tokens = it.q_end - it.q_begin;
     const int rows = tokens * group_;
     const int64_t tok0 = p_.query_start_loc[seq] + it.q_begin;
-    load_queries(it, tok0, rows);
-    for (int r = 0; r < rows; ++r) {
-      m_[r] = kNegInf;
-      l_[r] = 0.0f;
-      std::fill(o_ + int64_t{r} * dv_, o_ + int64_t{r + 1} * dv_, 0.0f);
+    const int heads = it.num_kv_heads;
+    for (int h = 0; h < heads; ++h) {
+      select_head(h, rows);
+      load_queries(it.kv_head + h, tok0, rows);
+      for (int r = 0; r < rows; ++r) {
+        m_[r] = kNegInf;
+        l_[r] = 0.0f;
+        std::fill(o_ + int64_t{r} * dv_, o_ + int64_t{r + 1} * dv_, 0.0f);
+      }
     }
     for (int t = 0; t < tokens; ++t) {
       intervals_[t] = attnkit::cpu::visible_keys(mask_, q_len, kv_len, it.q_begin + t);
@@ -156,28 +161,52 @@ class ItemKernel {
     for (int kt = k_lo; kt <= k_hi; kt += L) {
       const int n = std::min(L, k_hi - kt + 1);
       const int pf_kt = kt + kPrefetchTiles * L;
-      if constexpr (kDot) {
-        // The rows of a later tile, prefetched line by line inside the loops below.
-        npf_ = pf_kt <= k_hi ? std::min(L, k_hi - pf_kt + 1) : 0;
-        if (npf_ > 0) locate_keys(seq, it.kv_head, pf_kt, npf_, kpf_, vpf_);
-      } else if (pf_kt <= k_hi) {
-        // Paged rows of one head are strided across pages, which the hardware prefetchers
-        // do not follow, so without this each tile waits on memory.
-        prefetch_keys(seq, it.kv_head, pf_kt, std::min(L, k_hi - pf_kt + 1));
+      // A head-packed item visits the tile of every head in turn, so together they read
+      // each block of the cache whole.
+      for (int h = 0; h < heads; ++h) {
+        const int kv_head = it.kv_head + h;
+        select_head(h, rows);
+        if constexpr (kDot) {
+          // The rows of a later tile, prefetched line by line inside the loops below.
+          npf_ = pf_kt <= k_hi ? std::min(L, k_hi - pf_kt + 1) : 0;
+          if (npf_ > 0) locate_keys(seq, kv_head, pf_kt, npf_, kpf_, vpf_);
+        } else if (pf_kt <= k_hi) {
+          // Paged rows of one head are strided across pages, which the hardware
+          // prefetchers do not follow, so without this each tile waits on memory.
+          prefetch_keys(seq, kv_head, pf_kt, std::min(L, k_hi - pf_kt + 1));
+        }
+        locate_keys(seq, kv_head, kt, n, kp_, vp_);
+        scores_and_softmax(rows, kt, n, k_lo, k_hi);
+        accumulate_values(rows, n);
       }
-      locate_keys(seq, it.kv_head, kt, n, kp_, vp_);
-      scores_and_softmax(rows, kt, n, k_lo, k_hi);
-      accumulate_values(rows, n);
     }
-    finish(it, tok0, rows);
+    for (int h = 0; h < heads; ++h) {
+      select_head(h, rows);
+      finish(it, h, tok0, rows);
+    }
   }
 
  private:
-  void load_queries(const attnkit::cpu::FlashWorkItem& it, int64_t tok0, int rows) {
+  // Points q_, o_, pr_, m_, l_, alpha_ at the rows of the item's head h (rows per head).
+  void select_head(int h, int rows) {
+    const int64_t r0 = int64_t{h} * rows;
+    if constexpr (kDot) {  // q holds raw bf16 rows
+      q_ = reinterpret_cast<float*>(reinterpret_cast<uint16_t*>(q_base_) + r0 * d_);
+    } else {
+      q_ = q_base_ + r0 * d_;
+    }
+    o_ = o_base_ + r0 * dv_;
+    pr_ = pr_base_ + r0 * attnkit::cpu::kMaxTileKeys;
+    m_ = m_base_ + r0;
+    l_ = l_base_ + r0;
+    alpha_ = alpha_base_ + r0;
+  }
+
+  void load_queries(int kv_head, int64_t tok0, int rows) {
     const int64_t qsize = element_size(p_.q_dtype);
     for (int r = 0; r < rows; ++r) {
       const int t = r / group_;
-      const int h = it.kv_head * group_ + r % group_;
+      const int h = kv_head * group_ + r % group_;
       const char* src = static_cast<const char*>(p_.q) +
                         ((tok0 + t) * p_.q_token_stride + int64_t{h} * p_.q_head_stride) * qsize;
       if constexpr (kDot) {
@@ -582,9 +611,10 @@ class ItemKernel {
     }
   }
 
-  void finish(const attnkit::cpu::FlashWorkItem& it, int64_t tok0, int rows) {
+  // Writes the output rows of the item's head `head` (selected), or its partial result.
+  void finish(const attnkit::cpu::FlashWorkItem& it, int head, int64_t tok0, int rows) {
     if (it.partial_offset >= 0) {  // split-KV: keep o, m, l for the merge
-      float* part = partials_ + it.partial_offset;
+      float* part = partials_ + it.partial_offset + head * it.partial_head_stride;
       std::memcpy(part, o_, sizeof(float) * static_cast<size_t>(rows) * dv_);
       std::memcpy(part + int64_t{rows} * dv_, m_, sizeof(float) * static_cast<size_t>(rows));
       std::memcpy(part + int64_t{rows} * dv_ + rows, l_, sizeof(float) * static_cast<size_t>(rows));
@@ -593,7 +623,7 @@ class ItemKernel {
     const int64_t osize = element_size(p_.q_dtype);
     for (int r = 0; r < rows; ++r) {
       const int t = r / group_;
-      const int h = it.kv_head * group_ + r % group_;
+      const int h = (it.kv_head + head) * group_ + r % group_;
       void* dst = static_cast<char*>(p_.out) +
                   ((tok0 + t) * p_.o_token_stride + int64_t{h} * p_.o_head_stride) * osize;
       const float sink = p_.sinks != nullptr ? p_.sinks[h] : kNegInf;
@@ -610,7 +640,10 @@ class ItemKernel {
 
   const attnkit::PagedAttentionParams& p_;
   float* partials_;
-  float *q_, *o_, *pr_, *m_, *l_, *alpha_, *kf_, *vf_;
+  float *q_base_, *o_base_, *pr_base_, *m_base_, *l_base_, *alpha_base_;
+  // The selected head's rows (select_head).
+  float *q_, *o_, *pr_, *m_, *l_, *alpha_;
+  float *kf_, *vf_;
   int group_ = 1, d_ = 0, dv_ = 0;
   float score_scale_ = 1.0f;
   attnkit::cpu::MaskSpec mask_;
