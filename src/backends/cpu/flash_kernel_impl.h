@@ -279,6 +279,21 @@ class ItemKernel {
     if constexpr (kDot) {
       // Lanes past n are masked in softmax_row; their keys read key 0's row meanwhile.
       for (int j = n; j < L; ++j) kp_[j] = kp_[0];
+      if (rows >= 8) {
+        // Enough rows to pay for transposing the key tile once (no per-row reductions).
+        if (npf_ > 0) {
+          transpose_keys<true>();
+        } else {
+          transpose_keys<false>();
+        }
+        for (int r0 = 0; r0 < rows; r0 += 8) {
+          const int nr = std::min(8, rows - r0);
+          V s[8];
+          qk_transposed(r0, nr, s);
+          for (int rr = 0; rr < nr; ++rr) softmax_row(r0 + rr, s[rr], kt, n, k_lo, k_hi);
+        }
+        return;
+      }
       for (int r0 = 0; r0 < rows; r0 += 4) {
         const int nr = std::min(4, rows - r0);
         V s[4];
@@ -361,6 +376,48 @@ class ItemKernel {
     l_[r] = l_[r] * alpha + Ops::hsum(pv);
     m_[r] = m_new;
     alpha_[r] = alpha;
+  }
+
+  // The key tile transposed for qk_transposed, at kf_: [head_size / 2 pairs][16 keys] of
+  // 32-bit bf16 pairs, so vector c holds pair c of every key. kPrefetch: also prefetch, line
+  // by line, the keys of the tile kPrefetchTiles ahead.
+  template <bool kPrefetch>
+  void transpose_keys() {
+    using BV = typename Ops::BV;
+    auto* kt = reinterpret_cast<uint16_t*>(kf_);
+    for (int c = 0; c < d_; c += 32) {
+      const bool full = c + 32 <= d_;  // else 16 elements (8 pairs) are left
+      BV key_rows[16], pair_cols[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        key_rows[j] = full ? Ops::load_bf16_pairs(kp_[j] + c) : Ops::load_bf16_half(kp_[j] + c);
+        if constexpr (kPrefetch) {
+          if (j < npf_) __builtin_prefetch(kpf_[j] + c, 0, 2);
+        }
+      }
+      Ops::transpose16(key_rows, pair_cols);
+      const int pairs = full ? 16 : 8;
+      for (int i = 0; i < pairs; ++i) std::memcpy(kt + (c + 2 * i) * 16, &pair_cols[i], sizeof(BV));
+    }
+  }
+
+  // Dot products of rows r0 .. r0+nr-1 (nr <= 8) with the tile's 16 keys from the
+  // transposed tile: s[rr] += (q pair c broadcast) . (pair c of the 16 keys), lane j = key j.
+  // Eight rows give eight independent accumulation chains (covers the dot latency).
+  void qk_transposed(int r0, int nr, V* s) {
+    const auto* kt = reinterpret_cast<const uint16_t*>(kf_);
+    const uint16_t* qr[8];
+    for (int rr = 0; rr < 8; ++rr) {
+      qr[rr] = reinterpret_cast<const uint16_t*>(q_) + int64_t{r0 + (rr < nr ? rr : 0)} * d_;
+    }
+#pragma GCC unroll 8
+    for (int rr = 0; rr < 8; ++rr) s[rr] = Ops::zero();
+    for (int c = 0; c < d_; c += 2) {
+      const auto kv = Ops::load_bf16_pairs(kt + c * 16);
+#pragma GCC unroll 8
+      for (int rr = 0; rr < 8; ++rr)
+        s[rr] = Ops::dot_bf16(s[rr], Ops::broadcast_pair(qr[rr] + c), kv);
+    }
   }
 
   // Dot products (bf16 pairs) of rows r0 .. r0+nr-1 (nr <= 4) with the tile's 16 keys:

@@ -145,4 +145,5 @@ struct Ops {
   static BV broadcast_pair(const uint16_t*) { return BV{}; }
   static void interleave_bf16(BV, BV, BV&, BV&) {}
   static void transpose_blocks4(const V*, V*) {}
+  static void transpose16(const BV*, BV*) {}
 };

@@ -74,6 +74,31 @@ struct Ops {
     return _mm512_add_ps(_mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(3, 1, 3, 1)));
   }
+  // out[i] 32-bit lane j = in[j] lane i: a 16x16 transpose of 32-bit elements (bf16 pairs).
+  static void transpose16(const BV* in, BV* out) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+      a[i] = _mm512_unpacklo_epi32(in[i], in[i + 1]);
+      a[i + 1] = _mm512_unpackhi_epi32(in[i], in[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+      b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+      b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+      b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+      b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    // b[4q + k] holds, in 128-bit block t, lane k of rows 4q..4q+3 (from block t of each).
+    for (int k = 0; k < 4; ++k) {
+      const __m512i lo01 = _mm512_shuffle_i32x4(b[k], b[4 + k], _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512i hi01 = _mm512_shuffle_i32x4(b[k], b[4 + k], _MM_SHUFFLE(3, 1, 3, 1));
+      const __m512i lo23 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512i hi23 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], _MM_SHUFFLE(3, 1, 3, 1));
+      out[k] = _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0));
+      out[8 + k] = _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1));
+      out[4 + k] = _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0));
+      out[12 + k] = _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+  }
   // out[r] 128-bit block g = in[g] block r (a 4x4 transpose of 4-lane blocks).
   static void transpose_blocks4(const V* in, V* out) {
     const V t0 = _mm512_shuffle_f32x4(in[0], in[1], _MM_SHUFFLE(1, 0, 1, 0));
