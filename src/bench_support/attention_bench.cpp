@@ -304,6 +304,7 @@ Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
   Timing t;
   t.median_us = median(us);
   t.median_cpu_us = median(cpu_us);
+  t.min_cpu_us = *std::min_element(cpu_us.begin(), cpu_us.end());
   t.min_us = *std::min_element(us.begin(), us.end());
   t.repeats = static_cast<int>(us.size());
   t.layers = static_cast<int>(layers);
@@ -429,6 +430,17 @@ BenchReport make_report(const BenchShape& shape, const Timing& timing,
                                    ? ceilings.bf16_dot_gflop_per_s
                                    : ceilings.fma_gflop_per_s;
   r.flop_ratio = r.flop_ceiling_gflop_per_s > 0 ? r.gflop_per_s / r.flop_ceiling_gflop_per_s : 0.0;
+  if (timing.min_cpu_us > 0) {
+    const double cpu_seconds = timing.min_cpu_us * 1e-6 / std::max(ceilings.threads, 1);
+    r.kv_gb_per_s_cpu = w.kv_bytes / cpu_seconds / 1e9;
+    r.gflop_per_s_cpu = w.flops / cpu_seconds / 1e9;
+    const double flop_cpu = bf16 && ceilings.bf16_dot_gflop_per_s_cpu > 0
+                                ? ceilings.bf16_dot_gflop_per_s_cpu
+                                : ceilings.fma_gflop_per_s_cpu;
+    r.read_ratio_cpu =
+        ceilings.read_gb_per_s_cpu > 0 ? r.kv_gb_per_s_cpu / ceilings.read_gb_per_s_cpu : 0.0;
+    r.flop_ratio_cpu = flop_cpu > 0 ? r.gflop_per_s_cpu / flop_cpu : 0.0;
+  }
   return r;
 }
 

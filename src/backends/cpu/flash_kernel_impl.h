@@ -290,7 +290,7 @@ class ItemKernel {
           const int nr = std::min(8, rows - r0);
           V s[8];
           qk_transposed(r0, nr, s);
-          for (int rr = 0; rr < nr; ++rr) softmax_row(r0 + rr, s[rr], kt, n, k_lo, k_hi);
+          softmax_rows8(r0, nr, s, kt, n, k_lo, k_hi);
         }
         return;
       }
@@ -399,6 +399,52 @@ class ItemKernel {
       const int pairs = full ? 16 : 8;
       for (int i = 0; i < pairs; ++i) std::memcpy(kt + (c + 2 * i) * 16, &pair_cols[i], sizeof(BV));
     }
+  }
+
+  // softmax_row for rows r0 .. r0+nr-1 (nr <= 8) at once: the row maxima and sums come from
+  // one transposed reduction each (lane rr = row r0 + rr) and the rescale factors from one
+  // vector exp, instead of two horizontal reductions and a scalar exp per row.
+  void softmax_rows8(int r0, int nr, V* s, int kt, int n, int k_lo, int k_hi) {
+    const V vscale = Ops::set1(score_scale_);
+    const V neg_inf = Ops::set1(kNegInf);
+    V red[16];
+    for (int rr = 0; rr < 8; ++rr) {
+      const KeyRange kr = key_range(r0 + rr, kt, n, k_lo, k_hi);
+      if (rr >= nr || kr.lo > kr.hi) {  // no row, or a row that sees no key of the tile
+        s[rr] = neg_inf;
+      } else {
+        V x = Ops::mul(s[rr], vscale);
+        if (p_.soft_cap > 0.0f) {
+          const V cap = Ops::set1(p_.soft_cap);
+          x = Ops::mul(cap, Ops::tanh(Ops::mul(x, Ops::set1(1.0f / p_.soft_cap))));
+        }
+        if (kr.lo > 0 || kr.hi < L - 1) x = Ops::mask_range(x, kr.lo, kr.hi);
+        s[rr] = x;
+      }
+      red[rr] = s[rr];
+      red[8 + rr] = neg_inf;
+    }
+    const V m_old = Ops::load_n(m_ + r0, nr, kNegInf);
+    const V m_new = Ops::max(m_old, Ops::reduce_lanes_max(red));
+    // A row with no visible key so far keeps m = -inf; exp(-inf - 0) = 0 gives it p = 0.
+    const V base = Ops::select_eq(m_new, neg_inf, Ops::zero(), m_new);
+    const V alpha = Ops::select_eq(m_new, m_old, Ops::set1(1.0f), Ops::exp(Ops::sub(m_old, base)));
+    for (int rr = 0; rr < 8; ++rr) {
+      if (rr < nr) {
+        V pv = Ops::exp(Ops::sub(s[rr], Ops::lane(base, rr)));
+        // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
+        Ops::store_bf16(
+            reinterpret_cast<uint16_t*>(pr_ + int64_t{r0 + rr} * attnkit::cpu::kMaxTileKeys), pv);
+        red[rr] = Ops::round_to_bf16(pv);
+      } else {
+        red[rr] = Ops::zero();
+      }
+      red[8 + rr] = Ops::zero();
+    }
+    const V l_new = Ops::fmadd(Ops::load_n(l_ + r0, nr, 0.0f), alpha, Ops::reduce_lanes(red));
+    Ops::store_n(m_ + r0, m_new, nr);
+    Ops::store_n(l_ + r0, l_new, nr);
+    Ops::store_n(alpha_ + r0, alpha, nr);
   }
 
   // Dot products of rows r0 .. r0+nr-1 (nr <= 8) with the tile's 16 keys from the

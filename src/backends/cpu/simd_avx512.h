@@ -20,6 +20,7 @@ struct Ops {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
@@ -109,6 +110,37 @@ struct Ops {
     out[1] = _mm512_shuffle_f32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
     out[2] = _mm512_shuffle_f32x4(t2, t3, _MM_SHUFFLE(2, 0, 2, 0));
     out[3] = _mm512_shuffle_f32x4(t2, t3, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+  // Lane j of the result = max of the lanes of a[j] (the reduce_lanes tree with max).
+  static V reduce_lanes_max(const V* a) {
+    V b[8], c[4];
+    for (int i = 0; i < 8; ++i) {
+      b[i] = _mm512_max_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                           _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    }
+    for (int i = 0; i < 4; ++i) {
+      c[i] = _mm512_max_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    const V f01 = _mm512_max_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const V f23 = _mm512_max_ps(_mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_max_ps(_mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Lane i of v in every lane.
+  static V lane(V v, int i) { return _mm512_permutexvar_ps(_mm512_set1_epi32(i), v); }
+  // The first n (<= 16) floats at p (the other lanes `fill`), and their store.
+  static V load_n(const float* p, int n, float fill) {
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>((1u << n) - 1), p);
+  }
+  static void store_n(float* p, V v, int n) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+  }
+  // Per lane: a == b ? if_eq : otherwise.
+  static V select_eq(V a, V b, V if_eq, V otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ), otherwise, if_eq);
   }
   // Keeps lanes lo..hi of s, sets the others to -inf.
   static V mask_range(V s, int lo, int hi) {
