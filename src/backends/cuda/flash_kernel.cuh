@@ -45,6 +45,11 @@ struct FlashConfig {
   static constexpr bool kQInRegs = Q_IN_REGS_;
   // CTAs per SM the register allocation must allow (__launch_bounds__).
   static constexpr int kMinCtas = MIN_CTAS_;
+  // Decode grids put the KV head in blockIdx.x: the CTAs of one request's KV heads start
+  // together and read the same K/V token rows (NHD: the heads of a token are adjacent)
+  // at about the same time, which keeps DRAM pages and L2 lines shared. Prefill grids
+  // put the item first, so that co-resident CTAs share one head's K/V in L2.
+  static constexpr bool kKvHeadInX = WARPS_N_ > 1;
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   static constexpr int kRows = 16 * WM * WARPS_M;
   static constexpr int kWarpKeys = BN / WARPS_N;
@@ -76,63 +81,35 @@ struct LaneTileAddress {
   }
 };
 
-// Merges 8 output elements (chunk c) of one (token, head) from its num_splits partials
-// (DevicePlan layout; slot rows first_row + k * num_heads), with the sink in the
-// denominator, as split_kv_combine_kernel does:
-//   out = sum_k w_k o_k / (sum_k w_k + exp2(sink - M)),  w_k = exp2(lse_k - M).
-template <typename T, int D>
-__device__ __forceinline__ void merge_split_kv_chunk(const PagedAttentionParams& p,
-                                                     const float* partial_o,
-                                                     const float* partial_lse, int64_t first_row,
-                                                     int num_splits, int head, int c, T* out) {
-  float big = -INFINITY;
-  for (int k = 0; k < num_splits; ++k) {
-    big = fmaxf(big, __ldcg(partial_lse + first_row + static_cast<int64_t>(k) * p.num_heads));
-  }
-  const float sink = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
-  const float ref = fmaxf(big, sink);
-  float denom = safe_exp2(sink, ref);
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int k = 0; k < num_splits; ++k) {
-    const int64_t row = first_row + static_cast<int64_t>(k) * p.num_heads;
-    const float w = safe_exp2(__ldcg(partial_lse + row), ref);
-    if (w == 0.0f) continue;
-    denom += w;
-    const float4* src = reinterpret_cast<const float4*>(partial_o + row * D + c * 8);
-    const float4 a = __ldcg(src), b = __ldcg(src + 1);
-    acc[0] += w * a.x;
-    acc[1] += w * a.y;
-    acc[2] += w * a.z;
-    acc[3] += w * a.w;
-    acc[4] += w * b.x;
-    acc[5] += w * b.y;
-    acc[6] += w * b.z;
-    acc[7] += w * b.w;
-  }
-  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-  uint4 packed;
-  packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
-  packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
-  packed.z = pack2<T>(acc[4] * inv, acc[5] * inv);
-  packed.w = pack2<T>(acc[6] * inv, acc[7] * inv);
-  *reinterpret_cast<uint4*>(out) = packed;
-}
-
 // Split-KV: the CTA that finishes the last split of its (split group, KV head) merges
 // all of them, so no combine launch follows. Classic last-block pattern: every thread
 // fences its partial writes, one atomic per CTA counts, the last CTA fences again and
 // reads the partials past L1 (__ldcg). It resets the counter for the next forward.
+// The merge itself is three parallel passes over shared memory (lse of every (row,
+// split), then per-row weights, then 8 output elements per thread with the partial loads
+// of several splits in flight), not one chain of dependent L2 reads per split.
+//   out = sum_k w_k o_k / (sum_k w_k + exp2(sink - M)),  w_k = exp2(lse_k - M)
 // Not inlined, and re-reading the work item, so that none of this is live (in registers)
 // during the main loop of the kernel.
+// The few PagedAttentionParams fields the merge reads, passed by value: a reference to
+// the kernel's parameter block would make the compiler copy all of it to local memory.
+struct SplitMergeArgs {
+  void* out;
+  const float* sinks;
+  int64_t o_token_stride, o_head_stride;
+  int num_heads, num_kv_heads;
+};
+
 template <typename T, typename C>
-__device__ __noinline__ void split_kv_merge_if_last(const PagedAttentionParams& p,
-                                                    const CudaWorkItem* item_ptr,
-                                                    const float* partial_o,
+__device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const CudaWorkItem* item_ptr,
+                                                    int kv_head, const float* partial_o,
                                                     const float* partial_lse,
                                                     unsigned* split_counters, unsigned char* smem) {
   constexpr int D = C::D, kRows = C::kRows, kChunks = C::kChunks, kThreads = C::kThreads;
+  static_assert(16 + 4 * kRows * PlanShape{}.max_splits <= C::kSmemBytes,
+                "the merge keeps one weight per (row, split) in shared memory");
   const CudaWorkItem item = *item_ptr;
-  const int kv_head = blockIdx.y, tid = threadIdx.x;
+  const int tid = threadIdx.x;
   const int group = p.num_heads / p.num_kv_heads;
   __threadfence();
   __syncthreads();
@@ -147,19 +124,64 @@ __device__ __noinline__ void split_kv_merge_if_last(const PagedAttentionParams& 
   __syncthreads();
   if (*s_last == 0) return;
   __threadfence();
-  for (int i = tid; i < kRows * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
+
+  const int ns = item.num_splits;
+  const int rows = min(item.row_end - item.row_begin, kRows);
+  float* s_w = reinterpret_cast<float*>(smem + 16);  // [rows][ns]
+  // Slot row of (local row r, split k) in the partial arrays.
+  auto slot_row = [&](int r, int k) {
     const int row = item.row_begin + r;
-    if (row >= item.row_end) continue;
-    const int token_in_req = row / group;
-    const int head = kv_head * group + row % group;
-    merge_split_kv_chunk<T, D>(
-        p, partial_o, partial_lse,
-        static_cast<int64_t>(item.partial_base + token_in_req * item.num_splits) * p.num_heads +
-            head,
-        item.num_splits, head, c,
-        static_cast<T*>(p.out) + (item.q_start + token_in_req) * p.o_token_stride +
-            head * p.o_head_stride + c * 8);
+    return static_cast<int64_t>(item.partial_base + (row / group) * ns + k) * p.num_heads +
+           kv_head * group + row % group;
+  };
+  for (int i = tid; i < rows * ns; i += kThreads) {
+    s_w[i] = __ldcg(partial_lse + slot_row(i / ns, i % ns));
+  }
+  __syncthreads();
+  for (int r = tid; r < rows; r += kThreads) {
+    float* w = s_w + r * ns;
+    float big = -INFINITY;
+    for (int k = 0; k < ns; ++k) big = fmaxf(big, w[k]);
+    const int head = kv_head * group + (item.row_begin + r) % group;
+    const float sink = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
+    const float ref = fmaxf(big, sink);
+    float denom = safe_exp2(sink, ref);
+    for (int k = 0; k < ns; ++k) {
+      w[k] = safe_exp2(w[k], ref);
+      denom += w[k];
+    }
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    for (int k = 0; k < ns; ++k) w[k] *= inv;
+  }
+  __syncthreads();
+  for (int i = tid; i < rows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    // Every split wrote all its rows (zeros where it saw no key), so the loads need no
+    // guard and several can be in flight.
+#pragma unroll 4
+    for (int k = 0; k < ns; ++k) {
+      const float w = s_w[r * ns + k];
+      const float4* src = reinterpret_cast<const float4*>(partial_o + slot_row(r, k) * D + c * 8);
+      const float4 a = __ldcg(src), b = __ldcg(src + 1);
+      acc[0] += w * a.x;
+      acc[1] += w * a.y;
+      acc[2] += w * a.z;
+      acc[3] += w * a.w;
+      acc[4] += w * b.x;
+      acc[5] += w * b.y;
+      acc[6] += w * b.z;
+      acc[7] += w * b.w;
+    }
+    const int row = item.row_begin + r;
+    uint4 packed;
+    packed.x = pack2<T>(acc[0], acc[1]);
+    packed.y = pack2<T>(acc[2], acc[3]);
+    packed.z = pack2<T>(acc[4], acc[5]);
+    packed.w = pack2<T>(acc[6], acc[7]);
+    T* out = static_cast<T*>(p.out) + (item.q_start + row / group) * p.o_token_stride +
+             (kv_head * group + row % group) * p.o_head_stride + c * 8;
+    *reinterpret_cast<uint4*>(out) = packed;
   }
 }
 
@@ -179,8 +201,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   T* s_q = reinterpret_cast<T*>(smem);
   T* s_kv = s_q + kRows * D;
 
-  const CudaWorkItem item = items[blockIdx.x];
-  const int kv_head = blockIdx.y;
+  const int item_index = C::kKvHeadInX ? blockIdx.y : blockIdx.x;
+  const CudaWorkItem item = items[item_index];
+  const int kv_head = C::kKvHeadInX ? blockIdx.x : blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % C::WARPS_M, wn = warp / C::WARPS_M;
@@ -229,17 +252,28 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
           ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
           : nullptr;
   const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
-  auto load_tile = [&](int tile, int stage) {
+  // The physical block of this thread's key in each pass of a tile, looked up one tile
+  // before its copies are issued: the block-table load is then off the path between a
+  // tile's arrival and the next tile's cp.async (a dependent L2 round trip per tile).
+  constexpr int kPasses = BN / kKeysPerPass;
+  auto lookup_blocks = [&](int tile, int(&blocks)[kPasses]) {
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int kpos = kv_begin + tile * BN + pass * kKeysPerPass + key_in_pass;
+      blocks[pass] = block_row != nullptr && kpos < kv_end ? block_row[kpos / p.block_size] : 0;
+    }
+  };
+  auto load_tile = [&](int tile, int stage, const int(&blocks)[kPasses]) {
     const int kb = kv_begin + tile * BN;
 #pragma unroll
-    for (int pass = 0; pass < BN / kKeysPerPass; ++pass) {
+    for (int pass = 0; pass < kPasses; ++pass) {
       const int kpos = kb + pass * kKeysPerPass + key_in_pass;
       // Out-of-range keys zero-fill (src-size 0) from a valid address.
       int64_t k_off = 0, v_off = 0;
       int bytes = 0;
       if (kpos < kv_end) {
         if (block_row != nullptr) {
-          const int64_t block = block_row[kpos / p.block_size];
+          const int64_t block = blocks[pass];
           const int64_t slot = kpos % p.block_size;
           k_off = block * p.k_block_stride + slot * p.k_token_stride;
           v_off = block * p.v_block_stride + slot * p.v_token_stride;
@@ -262,11 +296,16 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     }
   };
 
+  int next_blocks[kPasses];
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < num_tiles) load_tile(s, s);
+    if (s < num_tiles) {
+      lookup_blocks(s, next_blocks);
+      load_tile(s, s, next_blocks);
+    }
     cp_async_commit();
   }
+  lookup_blocks(STAGES - 1, next_blocks);
 
   // Per-lane ldmatrix addresses (see LaneTileAddress).
   const uint32_t q_base = smem_address(s_q);
@@ -320,7 +359,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    if (tile + STAGES - 1 < num_tiles) load_tile(tile + STAGES - 1, load_stage);
+    if (tile + STAGES - 1 < num_tiles) {
+      load_tile(tile + STAGES - 1, load_stage, next_blocks);
+      lookup_blocks(tile + STAGES, next_blocks);
+    }
     cp_async_commit();
     load_stage = load_stage + 1 == STAGES ? 0 : load_stage + 1;
 
@@ -392,6 +434,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     }
 
     // Online softmax: rescale the running state to the new row maxima.
+    float alpha[WM][2];
 #pragma unroll
     for (int mi = 0; mi < WM; ++mi) {
 #pragma unroll
@@ -405,7 +448,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
         // A row with no visible key yet keeps m = -inf; subtracting 0 then gives
         // exp2(-inf) = 0 for every weight instead of NaN.
         const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        const float alpha = fast_exp2(m[mi][h] - m_use);
+        alpha[mi][h] = fast_exp2(m[mi][h] - m_use);
         m[mi][h] = m_new;
         float sum = 0.0f;
 #pragma unroll
@@ -417,11 +460,24 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
             sum += pv;
           }
         }
-        l[mi][h] = l[mi][h] * alpha + sum;
+        l[mi][h] = l[mi][h] * alpha[mi][h] + sum;
+      }
+    }
+    // O's rescale only when some row maximum of the warp moved: alpha is exactly 1
+    // otherwise (ex2(0)), which leaves O unchanged. Once the maxima settle, most tiles skip
+    // the WM * D / 2 multiplies per thread; the test is warp-uniform.
+    bool moved = false;
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi) moved |= alpha[mi][0] != 1.0f || alpha[mi][1] != 1.0f;
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) {
 #pragma unroll
         for (int j = 0; j < kDT; ++j) {
-          o[mi][j][2 * h] *= alpha;
-          o[mi][j][2 * h + 1] *= alpha;
+          o[mi][j][0] *= alpha[mi][0];
+          o[mi][j][1] *= alpha[mi][0];
+          o[mi][j][2] *= alpha[mi][1];
+          o[mi][j][3] *= alpha[mi][1];
         }
       }
     }
@@ -527,7 +583,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     *reinterpret_cast<uint4*>(out) = packed;
   }
   if (item.num_splits <= 1) return;
-  split_kv_merge_if_last<T, C>(p, items + blockIdx.x, partial_o, partial_lse, split_counters, smem);
+  const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
+                                  p.o_head_stride, p.num_heads, p.num_kv_heads};
+  split_kv_merge_if_last<T, C>(merge_args, items + item_index, kv_head, partial_o, partial_lse,
+                               split_counters, smem);
 }
 
 }  // namespace attnkit::cuda

@@ -61,7 +61,13 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
     return true;
   }();
   (void)configured;
-  flash_attention_kernel<T, C><<<dim3(count, p.num_kv_heads), C::kThreads, C::kSmemBytes>>>(
+  // grid.y is limited to 65535; items go there only in decode grids (kKvHeadInX).
+  if (C::kKvHeadInX && count > 65535) {
+    throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: " + std::to_string(count) +
+                                             " decode work items in one step (at most 65535)");
+  }
+  const dim3 grid = C::kKvHeadInX ? dim3(p.num_kv_heads, count) : dim3(count, p.num_kv_heads);
+  flash_attention_kernel<T, C><<<grid, C::kThreads, C::kSmemBytes>>>(
       p, items, plan.partial_o, plan.partial_lse, plan.split_counters);
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_attention_kernel);
 }
