@@ -28,6 +28,12 @@ step() {  # name log limit command...  (appends to OUT/log)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/summary.txt"
 step conformance conformance.log 100 "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="All/*"
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/conformance.log" | tee -a "$out/summary.txt"
+# The alternative builds' conformance on the cases that run head size 128 through CUDA_FLASH.
+alt_cases='*FlashDecodeSplitKvD128*:*FlashPrefillCausalD128*:*FlashPrefillGqaManyTilesD128:*FlashMixedBatch:*FlashSlidingWindow:*FlashChunkedLocal:*FlashHndLayoutBlock32:*FlashOddBlockSize5:*FlashMultiQuery:*FlashExplicitKvDtypeEqualToCompute'
+for alt in "$stage"/bin/attnkit_backends_cuda_tests_alt*; do
+  [ -x "$alt" ] && step "$(basename "$alt")" conformance.log 40 "$alt" --gtest_filter="$alt_cases"
+done
+grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$out/conformance.log" | tee -a "$out/summary.txt"
 step bench bench.log 70 "$stage/bin/cuda_attention_bench" --json "$out/cuda_bench.json"
 # Variants of the head-size-128 tile configurations (same code, other FlashConfig), if staged.
 for alt in "$stage"/bin/cuda_attention_bench_alt*; do
@@ -40,12 +46,13 @@ step racecheck sanitizers.log 45 compute-sanitizer --tool racecheck --error-exit
   "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="$subset"
 grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitizers.log" | tee -a "$out/summary.txt"
 # Hardware counters for one decode and one prefill launch (what limits each).
-if command -v ncu >/dev/null; then
-  step ncu_decode ncu.log 60 ncu --clock-control none --kernel-name regex:flash_attention_kernel \
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+if [ -n "$ncu" ]; then
+  step ncu_decode ncu.log 60 "$ncu" --clock-control none --kernel-name regex:flash_attention_kernel \
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats \
     "$stage/bin/cuda_attention_bench" --only "decode b64 s2048"
-  step ncu_prefill ncu.log 60 ncu --clock-control none --kernel-name regex:flash_attention_kernel \
+  step ncu_prefill ncu.log 60 "$ncu" --clock-control none --kernel-name regex:flash_attention_kernel \
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section SchedulerStats \
     "$stage/bin/cuda_attention_bench" --only "prefill b2 s8192 h16/16"
