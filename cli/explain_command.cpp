@@ -4,8 +4,6 @@
 // those choices shape. The work is done by attnkit/explain/explain.h; this file only reads
 // the flags and prints.
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -61,9 +59,8 @@ AttentionConfig resolve_attention(const ExplainOptions& o) {
 }
 
 void run_explain(const ExplainOptions& o) {
-  // The selector also logs its warnings; they are part of the report already, and stdout
-  // must carry nothing but the report (--json is read by scripts).
-  spdlog::set_default_logger(spdlog::stderr_color_mt("attnkit_explain"));
+  // The selector also logs its warnings; they are part of the report already. main() sends
+  // logging to stderr, so stdout carries nothing but the report (--json is read by scripts).
   ExplainRequest request;
   request.platform = resolve_platform(o.platform);
   if (!o.dtype.empty()) request.dtype = parse<DType>(o.dtype);

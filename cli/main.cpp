@@ -1,5 +1,10 @@
 // attnkit: the command-line tool. Each sub-command lives in its own file (commands.h).
 // User errors (attnkit::Error, bad flags) print one message on stderr and exit non-zero.
+// Logging (selector warnings, plugin messages) goes to stderr for every command: stdout
+// carries only the command's output, which scripts read (--json).
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -11,6 +16,7 @@
 #include "plugin_option.h"
 
 int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("attnkit"));
   CLI::App app{
       "attnkit: pluggable attention backends over a paged KV cache. Backends declare what "
       "they can do; the selector picks, for every layer, the best one that can run it.",

@@ -37,6 +37,7 @@ struct RunOptions {
   std::string kv_cache_dtype = "auto";
   uint64_t seed = 0;
   bool verify = false;
+  std::string checked;  // "", "on" or "off"
   int verify_samples = 4;
   double tolerance = 0.0;
   std::string attention_config;
@@ -170,6 +171,7 @@ void run(const RunOptions& o, const CLI::App& command) {
   ro.scheduler.max_num_seqs = o.max_num_seqs;
   ro.seed = o.seed;
   ro.verify.enabled = o.verify;
+  if (!o.checked.empty()) ro.checked = o.checked == "on";
   ro.verify.samples_per_layer_step = o.verify_samples;
   ro.verify.tolerance = o.tolerance;
   ro.max_layers_per_kind = o.max_layers_per_kind;
@@ -265,6 +267,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--verify", o.verify,
                 "Recompute outputs with dense attention over each request's full history and "
                 "report the max relative error per layer kind (fails above the tolerance)");
+  cmd->add_option("--checked", o.checked,
+                  "Checked mode of every forward call: on (verify metadata before the kernels, "
+                  "fail on non-finite outputs naming the request) or off (default: "
+                  "ATTNKIT_CHECKED, else on in debug builds)")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--verify-samples", o.verify_samples,
                   "Output rows verified per layer per step (0 = every row)")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "attnkit/backend/forward_check.h"
 #include "attnkit/core/error.h"
 #include "attnkit/kv_cache/spec_factory.h"
 #include "runtime/runner_impl.h"
@@ -80,6 +81,7 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
     layer.backend = selector.registry().get(layer.selection->backend);
     layer.params = layer_params(spec, dtype, options.kv_cache_dtype);
     layer.params.layer_index = spec.index;
+    layer.params.checked = options.checked.has_value() ? *options.checked : checked_mode_default();
     if (spec.has_sinks) layer.params.sinks = gen.sinks(spec.index, spec.num_heads);
     layer.kv_spec = spec_for_layer(config, model.max_encoder_len);
     kv_inputs.push_back({spec.index, layer.kv_spec, layer.backend.get()});

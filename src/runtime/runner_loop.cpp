@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "attnkit/backend/forward_check.h"
 #include "attnkit/core/error.h"
 #include "attnkit/kv_cache/common_metadata_builder.h"
 #include "attnkit/kv_cache/kv_cache_manager.h"
@@ -24,6 +25,23 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Checked mode: names, by request id, every request whose rows of this forward call hold
+// NaN/inf (`bad`: what the backend reported, else a scan of the fetched output).
+void throw_non_finite(int step, int layer, std::string_view backend,
+                      const std::vector<StepRow>& rows, const std::vector<NonFiniteRows>& bad,
+                      int num_reqs) {
+  std::string list;
+  for (const NonFiniteRows& r : bad) {
+    const StepRow& first = rows[static_cast<size_t>(r.first_row)];
+    list += fmt::format("{}request id {} {} ({} rows, first at position {} head {} dim {})",
+                        list.empty() ? "" : "; ", first.request, r.tensor, r.num_rows,
+                        first.position, r.head, r.dim);
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("step {}, layer {} ({}): NaN/inf for {} of {} requests of the step: {}",
+                          step, layer, backend, count_requests(bad), num_reqs, list));
 }
 
 // Output rows to verify: all of them, or `samples` distinct rows picked by a seeded hash
@@ -210,12 +228,24 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
       // On a CUDA platform the copies in and out are not attention time; the wait is.
       const TensorView qd = io->stage(q, 0), kd = io->stage(k, 1), vd = io->stage(v, 2);
       const TensorView od = io->scratch(out, 3);
+      const AttentionMetadata& plan = *plans[g].at(std::string(layer.backend->name()));
+      std::vector<NonFiniteRows> non_finite;
       t = Clock::now();
-      layer.impl->forward(qd, kd, vd, storage->tensors(idx),
-                          *plans[g].at(std::string(layer.backend->name())), od);
+      try {
+        layer.impl->forward(qd, kd, vd, storage->tensors(idx), plan, od);
+      } catch (const NonFiniteOutputError& e) {
+        non_finite = e.rows();  // reported below by request id; the output is complete
+      }
       io->synchronize();
       const double forward_seconds = seconds_since(t);
       io->fetch(od, out);
+      if (non_finite.empty() && checked_mode(p)) {
+        non_finite = find_non_finite_rows(out.view(), plan.common());
+      }
+      if (!non_finite.empty()) {
+        throw_non_finite(step.step, idx, layer.impl->backend_name(), rows, non_finite,
+                         plan.common().num_reqs);
+      }
       report.attention_seconds += forward_seconds;
       engine += forward_seconds;
       groups[g].executed.insert(std::string(layer.impl->backend_name()));

@@ -42,6 +42,9 @@ struct AttentionLayerParams {
   float v_scale = 1.0f;
   bool use_mla = false;
   int mla_rope_dim = 0;
+  // forward()'s checked mode (backend/forward_check.h); nullopt = the process default
+  // (ATTNKIT_CHECKED, else on in debug builds).
+  std::optional<bool> checked;
 
   bool is_causal() const { return attn_type == AttentionType::kDecoder; }
 };

@@ -63,6 +63,10 @@ struct RunnerOptions {
   SchedulerOptions scheduler;
   uint64_t seed = 0;
   VerifyOptions verify;
+  // forward()'s checked mode for every layer (backend/forward_check.h): metadata verified
+  // before each kernel, and a non-finite output row fails the run naming its request id.
+  // nullopt = ATTNKIT_CHECKED, else on in debug builds.
+  std::optional<bool> checked;
   // Reductions for quick runs and tests (noted in the report): keep at most this many
   // layers of each (attention type, kind) in model order (0 = all), and cap sliding
   // windows and chunk sizes at this many tokens (0 = as configured).

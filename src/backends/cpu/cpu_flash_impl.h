@@ -1,7 +1,7 @@
 #pragma once
-// CPU_FLASH's per-layer implementation: forward() checks the tensors against the layer,
-// writes the step's fresh K/V into the paged cache (cache_update) and runs the flash
-// kernels over the plan its builder made.
+// CPU_FLASH's per-layer implementation: forward() runs the shared checks
+// (backend/forward_check.h), writes the step's fresh K/V into the paged cache (cache_update) and
+// runs the flash kernels over the plan its builder made.
 
 #include "attnkit/backend/backend.h"
 
@@ -18,8 +18,6 @@ class CpuFlashImpl final : public AttentionImpl {
 
  private:
   AttentionLayerParams layer_;
-  ScalarType dtype_;
-  ScalarType kv_dtype_;
 };
 
 }  // namespace attnkit::cpu

@@ -1,8 +1,8 @@
 #pragma once
 // CPU_MLA's per-step plan (AttentionMetadata), its builder and the per-layer
 // implementation. build() validates the common metadata and plans the work items once per
-// step; forward() checks the tensors, writes the step's latent vectors into the cache
-// (CPU_FLASH's vectorised cache update) and runs the MLA kernels.
+// step; forward() runs the shared checks (backend/forward_check.h), writes the step's latent
+// vectors into the cache (CPU_FLASH's vectorised cache update) and runs the MLA kernels.
 
 #include <memory>
 
@@ -51,8 +51,6 @@ class CpuMlaImpl final : public AttentionImpl {
 
  private:
   AttentionLayerParams layer_;
-  ScalarType dtype_;
-  ScalarType kv_dtype_;
 };
 
 }  // namespace attnkit::cpu_mla

@@ -7,10 +7,6 @@
 
 namespace attnkit {
 
-// Throws Error naming the first inconsistent field of `common` (sizes of its arrays,
-// offsets that are not non-decreasing, negative lengths).
-void validate_common_metadata(const CommonAttentionMetadata& common);
-
 std::unique_ptr<MetadataBuilder> make_reference_builder();
 std::unique_ptr<AttentionImpl> make_reference_impl(const AttentionLayerParams& layer);
 
