@@ -11,39 +11,40 @@
 
 namespace attnkit::cuda {
 
-// The split count is at most PlanShape::max_splits; each CTA stages the splits' weights
-// in shared memory first (all threads load at once), so that the loop over splits holds
-// no chain of dependent L2 reads and several partial loads are in flight.
-inline constexpr int kMaxCombineSplits = 64;
-static_assert(PlanShape{}.max_splits <= kMaxCombineSplits, "combine weights in shared memory");
+// Each CTA first stages the splits' log-sum-exps in shared memory (all threads load at
+// once), so that the loops over splits hold no chain of dependent L2 reads. Plans with
+// more splits than kMaxStagedSplits (the planner's default cap) read the rest directly.
+inline constexpr int kMaxStagedSplits = 64;
+static_assert(PlanShape{}.max_splits <= kMaxStagedSplits, "default plans stage every split");
 
 template <typename T>
 __global__ void split_kv_combine_kernel(PagedAttentionParams p, const CudaCombineItem* items,
                                         const float* partial_o, const float* partial_lse) {
-  __shared__ float s_w[kMaxCombineSplits];
+  __shared__ float s_lse[kMaxStagedSplits];
   const CudaCombineItem item = items[blockIdx.x];
   const int head = blockIdx.y;
   const int num_heads = p.num_heads;
   const int ns = item.num_splits;
-  for (int k = threadIdx.x; k < ns; k += blockDim.x) {
-    s_w[k] = partial_lse[static_cast<int64_t>(item.slot_begin + k) * num_heads + head];
+  auto row_of = [&](int k) { return static_cast<int64_t>(item.slot_begin + k) * num_heads + head; };
+  for (int k = threadIdx.x; k < ns && k < kMaxStagedSplits; k += blockDim.x) {
+    s_lse[k] = partial_lse[row_of(k)];
   }
   __syncthreads();
+  auto lse = [&](int k) { return k < kMaxStagedSplits ? s_lse[k] : partial_lse[row_of(k)]; };
   float big = -INFINITY;
-  for (int k = 0; k < ns; ++k) big = fmaxf(big, s_w[k]);
+  for (int k = 0; k < ns; ++k) big = fmaxf(big, lse(k));
   const float sink = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
   const float ref = fmaxf(big, sink);
   float denom = safe_exp2(sink, ref);
-  for (int k = 0; k < ns; ++k) denom += safe_exp2(s_w[k], ref);
+  for (int k = 0; k < ns; ++k) denom += safe_exp2(lse(k), ref);
   const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
   T* out = static_cast<T*>(p.out) + item.token * p.o_token_stride + head * p.o_head_stride;
   for (int d = threadIdx.x; d < p.head_size_v; d += blockDim.x) {
     float acc = 0.0f;
-    // Every split wrote its partial row (zeros where it saw no key): no guard needed.
 #pragma unroll 4
     for (int k = 0; k < ns; ++k) {
-      const int64_t row = static_cast<int64_t>(item.slot_begin + k) * num_heads + head;
-      acc += safe_exp2(s_w[k], ref) * partial_o[row * p.head_size_v + d];
+      const float w = safe_exp2(lse(k), ref);
+      if (w != 0.0f) acc += w * partial_o[row_of(k) * p.head_size_v + d];
     }
     out[d] = from_float<T>(acc * inv);
   }
