@@ -1,13 +1,15 @@
 #pragma once
 // CUDA_FLASH: tensor-core flash attention over the paged (or contiguous) KV cache.
 //
-// One CTA runs one CudaWorkItem for one KV head (grid = items x num_kv_heads): kRows
+// One CTA runs one CudaWorkItem for one KV head (grid = items x num_kv_heads, the KV head
+// in x for decode configurations): kRows
 // packed rows (token, query head of the GQA group) against the keys [kv_begin, kv_end),
 // in tiles of BN keys streamed through shared memory by cp.async, STAGES deep. Warps form
 // a WARPS_M x WARPS_N grid: warp (wm, wn) owns rows [wm*16*WM, +16*WM) and keys
 // [wn*BN/WARPS_N, +BN/WARPS_N) of every tile, with its own online-softmax state
 // (max m, sum l, unnormalised O in registers). The epilogue merges the WARPS_N states in
-// shared memory and writes the output (or the split-KV partial).
+// shared memory and writes the output (or the split-KV partial; the last split of a
+// group then merges the group in place, flash_split_merge.cuh).
 //   prefill ("large rows"): WARPS_M = 4, WARPS_N = 1, WM = 2 -> 128 rows per CTA, each
 //     K/V fragment loaded from shared memory feeds two m16 tiles.
 //   decode ("small rows"):  WARPS_M = 1, WARPS_N = 2-4 -> 16 rows (e.g. 4 GQA heads x up
@@ -15,9 +17,9 @@
 // Configurations and their register/shared-memory budgets: flash_launch.cuh.
 //
 // Loads: Q is its own cp.async group (then, with kQInRegs, read once into mma fragments);
-// each K/V tile is one group. One block-table lookup per key and thread serves all the
-// key's chunks that thread copies. Scores stay raw dot products until the exponent
-// (exp2(s * scale * log2 e - m), one FFMA + ex2); masks are applied only to tiles that
+// each K/V tile is one group. One block-table lookup per key and thread, made one tile
+// ahead, serves all the key's chunks that thread copies. Scores stay raw dot products until the
+// exponent (exp2(s * scale * log2 e - m), one FFMA + ex2); masks are applied only to tiles that
 // straddle the causal diagonal, a window edge or kv_end.
 //
 // Shared memory (T elements, 16-byte chunks XOR-swizzled by row % 8 so that ldmatrix's
@@ -27,6 +29,7 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/device_common.cuh"
+#include "backends/cuda/flash_split_merge.cuh"
 #include "backends/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {
@@ -80,110 +83,6 @@ struct LaneTileAddress {
     return row_addr + offset + ((static_cast<uint32_t>(k) * 32u) ^ lane_xor);
   }
 };
-
-// Split-KV: the CTA that finishes the last split of its (split group, KV head) merges
-// all of them, so no combine launch follows. Classic last-block pattern: every thread
-// fences its partial writes, one atomic per CTA counts, the last CTA fences again and
-// reads the partials past L1 (__ldcg). It resets the counter for the next forward.
-// The merge itself is three parallel passes over shared memory (lse of every (row,
-// split), then per-row weights, then 8 output elements per thread with the partial loads
-// of several splits in flight), not one chain of dependent L2 reads per split.
-//   out = sum_k w_k o_k / (sum_k w_k + exp2(sink - M)),  w_k = exp2(lse_k - M)
-// Not inlined, and re-reading the work item, so that none of this is live (in registers)
-// during the main loop of the kernel.
-// The few PagedAttentionParams fields the merge reads, passed by value: a reference to
-// the kernel's parameter block would make the compiler copy all of it to local memory.
-struct SplitMergeArgs {
-  void* out;
-  const float* sinks;
-  int64_t o_token_stride, o_head_stride;
-  int num_heads, num_kv_heads;
-};
-
-template <typename T, typename C>
-__device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const CudaWorkItem* item_ptr,
-                                                    int kv_head, const float* partial_o,
-                                                    const float* partial_lse,
-                                                    unsigned* split_counters, unsigned char* smem) {
-  constexpr int D = C::D, kRows = C::kRows, kChunks = C::kChunks, kThreads = C::kThreads;
-  static_assert(16 + 4 * kRows * PlanShape{}.max_splits <= C::kSmemBytes,
-                "the merge keeps one weight per (row, split) in shared memory");
-  const CudaWorkItem item = *item_ptr;
-  const int tid = threadIdx.x;
-  const int group = p.num_heads / p.num_kv_heads;
-  __threadfence();
-  __syncthreads();
-  int* s_last = reinterpret_cast<int*>(smem);
-  if (tid == 0) {
-    unsigned* counter = split_counters + item.split_group * p.num_kv_heads + kv_head;
-    const unsigned done = atomicAdd(counter, 1u);
-    const bool last = done + 1 == static_cast<unsigned>(item.num_splits);
-    if (last) *counter = 0u;
-    *s_last = last ? 1 : 0;
-  }
-  __syncthreads();
-  if (*s_last == 0) return;
-  __threadfence();
-
-  const int ns = item.num_splits;
-  const int rows = min(item.row_end - item.row_begin, kRows);
-  float* s_w = reinterpret_cast<float*>(smem + 16);  // [rows][ns]
-  // Slot row of (local row r, split k) in the partial arrays.
-  auto slot_row = [&](int r, int k) {
-    const int row = item.row_begin + r;
-    return static_cast<int64_t>(item.partial_base + (row / group) * ns + k) * p.num_heads +
-           kv_head * group + row % group;
-  };
-  for (int i = tid; i < rows * ns; i += kThreads) {
-    s_w[i] = __ldcg(partial_lse + slot_row(i / ns, i % ns));
-  }
-  __syncthreads();
-  for (int r = tid; r < rows; r += kThreads) {
-    float* w = s_w + r * ns;
-    float big = -INFINITY;
-    for (int k = 0; k < ns; ++k) big = fmaxf(big, w[k]);
-    const int head = kv_head * group + (item.row_begin + r) % group;
-    const float sink = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
-    const float ref = fmaxf(big, sink);
-    float denom = safe_exp2(sink, ref);
-    for (int k = 0; k < ns; ++k) {
-      w[k] = safe_exp2(w[k], ref);
-      denom += w[k];
-    }
-    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-    for (int k = 0; k < ns; ++k) w[k] *= inv;
-  }
-  __syncthreads();
-  for (int i = tid; i < rows * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    // Every split wrote all its rows (zeros where it saw no key), so the loads need no
-    // guard and several can be in flight.
-#pragma unroll 4
-    for (int k = 0; k < ns; ++k) {
-      const float w = s_w[r * ns + k];
-      const float4* src = reinterpret_cast<const float4*>(partial_o + slot_row(r, k) * D + c * 8);
-      const float4 a = __ldcg(src), b = __ldcg(src + 1);
-      acc[0] += w * a.x;
-      acc[1] += w * a.y;
-      acc[2] += w * a.z;
-      acc[3] += w * a.w;
-      acc[4] += w * b.x;
-      acc[5] += w * b.y;
-      acc[6] += w * b.z;
-      acc[7] += w * b.w;
-    }
-    const int row = item.row_begin + r;
-    uint4 packed;
-    packed.x = pack2<T>(acc[0], acc[1]);
-    packed.y = pack2<T>(acc[2], acc[3]);
-    packed.z = pack2<T>(acc[4], acc[5]);
-    packed.w = pack2<T>(acc[6], acc[7]);
-    T* out = static_cast<T*>(p.out) + (item.q_start + row / group) * p.o_token_stride +
-             (kv_head * group + row % group) * p.o_head_stride + c * 8;
-    *reinterpret_cast<uint4*>(out) = packed;
-  }
-}
 
 template <typename T, typename C>
 __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
