@@ -2,9 +2,9 @@
 // CUDA_FLASH: tensor-core flash attention over the paged (or contiguous) KV cache.
 //
 // One CTA runs one CudaWorkItem for one KV head (grid = items x num_kv_heads, the KV head
-// in x for decode configurations): kRows
-// packed rows (token, query head of the GQA group) against the keys [kv_begin, kv_end),
-// in tiles of BN keys streamed through shared memory by cp.async, STAGES deep. Warps form
+// in x for decode configurations): kRows packed rows (token, query head of the GQA group)
+// against the keys [kv_begin, kv_end), in tiles of BN keys streamed through shared memory
+// by cp.async, STAGES deep. Warps form
 // a WARPS_M x WARPS_N grid: warp (wm, wn) owns rows [wm*16*WM, +16*WM) and keys
 // [wn*BN/WARPS_N, +BN/WARPS_N) of every tile, with its own online-softmax state
 // (max m, sum l, unnormalised O in registers). The epilogue merges the WARPS_N states in
