@@ -4,12 +4,11 @@
 // One CTA runs one CudaWorkItem for one KV head (grid = items x num_kv_heads, the KV head
 // in x for decode configurations): kRows packed rows (token, query head of the GQA group)
 // against the keys [kv_begin, kv_end), in tiles of BN keys streamed through shared memory
-// by cp.async, STAGES deep. Warps form
-// a WARPS_M x WARPS_N grid: warp (wm, wn) owns rows [wm*16*WM, +16*WM) and keys
-// [wn*BN/WARPS_N, +BN/WARPS_N) of every tile, with its own online-softmax state
-// (max m, sum l, unnormalised O in registers). The epilogue merges the WARPS_N states in
-// shared memory and writes the output (or the split-KV partial; the last split of a
-// group then merges the group in place, flash_split_merge.cuh).
+// by cp.async, STAGES deep. Warps form a WARPS_M x WARPS_N grid: warp (wm, wn) owns rows
+// [wm*16*WM, +16*WM) and keys [wn*BN/WARPS_N, +BN/WARPS_N) of every tile, with its own
+// online-softmax state (max m, sum l, unnormalised O in registers). The epilogue merges
+// the WARPS_N states in shared memory and writes the output (or the split-KV partial; the
+// last split of a group then merges the group in place, flash_split_merge.cuh).
 //   prefill ("large rows"): WARPS_M = 4, WARPS_N = 1, WM = 2 -> 128 rows per CTA, each
 //     K/V fragment loaded from shared memory feeds two m16 tiles.
 //   decode ("small rows"):  WARPS_M = 1, WARPS_N = 2-4 -> 16 rows (e.g. 4 GQA heads x up
