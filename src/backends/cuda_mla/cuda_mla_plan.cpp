@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include "attnkit/backend/forward_check.h"
 #include "attnkit/core/error.h"
 #include "backends/cuda_mla/mla_geometry.h"
-#include "backends/reference/reference_impl.h"
 
 namespace attnkit::cuda_mla {
 
@@ -28,7 +28,7 @@ cuda::PlanShape mla_plan_shape(const AttentionLayerParams& layer, int num_sms) {
 
 cuda::CudaPlan plan_mla_step(const AttentionLayerParams& layer,
                              const CommonAttentionMetadata& common, int num_sms) {
-  validate_common_metadata(common);
+  check_common_metadata(common, "CUDA_MLA");
   if (common.block_size <= 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "CUDA_MLA: block_size " + std::to_string(common.block_size) +
