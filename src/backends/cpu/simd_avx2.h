@@ -140,4 +140,10 @@ struct Ops {
   static BV load_bf16_pairs(const uint16_t*) { return _mm256_setzero_si256(); }
   static BV load_bf16_half(const uint16_t*) { return _mm256_setzero_si256(); }
   static V dot_bf16(V acc, BV, BV) { return acc; }
+  static void store_bf16(uint16_t*, V) {}
+  static V round_to_bf16(V p) { return p; }
+  static BV broadcast_pair(const uint16_t*) { return BV{}; }
+  static void interleave_bf16(BV, BV, BV&, BV&) {}
+  static void transpose_blocks4(const V*, V*) {}
+  static void transpose16(const BV*, BV*) {}
 };

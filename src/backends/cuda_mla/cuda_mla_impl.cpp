@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "attnkit/backend/forward_check.h"
+#include "attnkit/backend/paged_params.h"
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -22,6 +24,7 @@ void require(bool ok, ErrorCode code, fmt::format_string<Args...> format, Args&&
 
 // Layers CUDA_MLA's kernels cannot run (the capabilities never select it for them).
 void check_layer(const AttentionLayerParams& layer) {
+  check_layer_params(layer, "CUDA_MLA");
   constexpr ErrorCode kNo = ErrorCode::kUnsupported;
   require(layer.use_mla, kNo, "serves MLA layers only (layer {} is not MLA)", layer.layer_index);
   require(layer.attn_type == AttentionType::kDecoder, kNo,
@@ -49,30 +52,9 @@ void check_layer(const AttentionLayerParams& layer) {
 
 #if ATTNKIT_HAS_CUDA
 
-// A CUDA tensor of `dtype` with a stride-1 last dimension, 16-byte aligned rows: the
-// kernels move 16 bytes (8 elements; 8 fp8 values are 8 bytes) at a time.
-void check_device_view(const TensorView& t, const char* what, ScalarType dtype) {
-  constexpr ErrorCode kBad = ErrorCode::kInvalidArgument;
-  require(t.device.type == DeviceType::kCuda, kBad, "{} must be on a CUDA device ({})", what,
-          t.describe());
-  require(t.dtype == dtype, kBad, "{} has dtype {}, expected {}", what, to_string(t.dtype),
-          to_string(dtype));
-  require(t.ndim >= 1 && t.stride(t.ndim - 1) == 1, kBad,
-          "{} must be contiguous in its last dimension ({})", what, t.describe());
-  for (int d = 0; d + 1 < t.ndim; ++d) {
-    require(t.stride(d) % 8 == 0, kBad, "{} strides must be multiples of 8 elements ({})", what,
-            t.describe());
-  }
-  require(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, kBad, "{} data must be 16-byte aligned",
-          what);
-}
-
 class CudaMlaImpl final : public AttentionImpl {
  public:
-  explicit CudaMlaImpl(const AttentionLayerParams& layer)
-      : layer_(layer),
-        dtype_(scalar_type_of(layer.dtype)),
-        kv_dtype_(scalar_type_of(layer.kv_cache_dtype, layer.dtype)) {}
+  explicit CudaMlaImpl(const AttentionLayerParams& layer) : layer_(layer) {}
 
   std::string_view backend_name() const override { return "CUDA_MLA"; }
 
@@ -82,121 +64,45 @@ class CudaMlaImpl final : public AttentionImpl {
 
  private:
   AttentionLayerParams layer_;
-  ScalarType dtype_;
-  ScalarType kv_dtype_;
 };
 
-void CudaMlaImpl::forward(const TensorView& query, const TensorView& key,
-                          const TensorView& /*value*/, const KvCacheTensors& cache,
-                          const AttentionMetadata& metadata, const TensorView& output) {
-  constexpr ErrorCode kBad = ErrorCode::kInvalidArgument;
+// The kernels move 16 bytes at a time along a latent row (8 16-bit values, or 16 fp8
+// values of a raw fp8 tile) and read only the block ids below each request's length.
+constexpr ForwardCheckOptions kChecks{.backend = "CUDA_MLA",
+                                      .device = DeviceType::kCuda,
+                                      .vector_elements = 8,
+                                      .whole_block_table = false};
+
+void CudaMlaImpl::forward(const TensorView& query, const TensorView& key, const TensorView& value,
+                          const KvCacheTensors& cache, const AttentionMetadata& metadata,
+                          const TensorView& output) {
   const auto* meta = dynamic_cast<const CudaMlaMetadata*>(&metadata);
-  require(meta != nullptr, kBad, "metadata was not built by a CUDA_MLA builder");
-  const CommonAttentionMetadata& common = meta->common();
-  const int tokens = common.num_actual_tokens;
-  const int H = layer_.num_heads;
-
-  check_device_view(query, "query", dtype_);
-  check_device_view(output, "output", dtype_);
-  require(query.ndim == 3 && query.size(1) == H && query.size(2) == kLatentDim, kBad,
-          "query must be [tokens, {}, {}], got {}", H, kLatentDim, query.describe());
-  require(output.ndim == 3 && output.size(1) == H && output.size(2) == kValueDim, kBad,
-          "output must be [tokens, {}, {}], got {}", H, kValueDim, output.describe());
-  require(query.size(0) >= tokens && output.size(0) >= tokens, kBad,
-          "query ({}) and output ({}) need at least num_actual_tokens = {} rows", query.size(0),
-          output.size(0), tokens);
-
-  // The latent cache: [num_blocks, block_size, 1, 576] (HND is the same with one head).
-  const TensorView& c = cache.key;
-  require(!c.empty(), kBad, "the latent cache is required");
-  check_device_view(c, "latent cache", kv_dtype_);
-  require(cache.block_size == common.block_size, kBad,
-          "cache block size {} differs from the metadata's block size {}", cache.block_size,
-          common.block_size);
-  require(c.ndim == 4 && c.size(1) * c.size(2) == cache.block_size && c.size(3) == kLatentDim, kBad,
-          "latent cache must be [num_blocks, {}, 1, {}], got {}", cache.block_size, kLatentDim,
-          c.describe());
-  const bool hnd = cache.layout == KvLayout::kHND;
-  const int64_t block_stride = c.stride(0);
-  const int64_t token_stride = hnd ? c.stride(2) : c.stride(1);
-  const int64_t num_blocks = c.size(0);
-
-  // Indices the kernels follow blindly: check them here, on the host copies.
-  for (int i = 0; i < common.num_reqs; ++i) {
-    const int needed =
-        (common.seq_lens[static_cast<size_t>(i)] + common.block_size - 1) / common.block_size;
-    for (int b = 0; b < needed; ++b) {
-      const int32_t block =
-          common.block_table[static_cast<size_t>(i) * common.max_blocks_per_req + b];
-      require(block >= 0 && block < num_blocks, kBad,
-              "block_table[{}][{}] = {} is outside the cache (0..{})", i, b, block, num_blocks - 1);
+  require(meta != nullptr, ErrorCode::kInvalidArgument,
+          "metadata was not built by a CUDA_MLA builder");
+  const ForwardArgs args{layer_, query, key, value, cache, meta->common(), output};
+  check_forward(args, kChecks);
+  if (is_fp8(layer_.kv_cache_dtype)) {
+    // One fp8 value per byte: 16-byte copies need strides of 16 values.
+    for (int d = 0; d + 1 < cache.key.ndim; ++d) {
+      require(cache.key.stride(d) % 16 == 0, ErrorCode::kInvalidArgument,
+              "fp8 latent cache strides must be multiples of 16 elements ({})",
+              cache.key.describe());
     }
   }
-  const auto num_slots = static_cast<int64_t>(common.slot_mapping.size());
-  const int64_t capacity = num_blocks * cache.block_size;
-  for (int64_t t = 0; t < num_slots; ++t) {
-    const int64_t slot = common.slot_mapping[static_cast<size_t>(t)];
-    require(slot < capacity, kBad, "slot_mapping[{}] = {} is outside the cache ({} blocks of {})",
-            t, slot, num_blocks, cache.block_size);
-  }
 
-  const float k_scale = kv_dtype_ == ScalarType::kFp8E4M3 ? layer_.k_scale : 1.0f;
-  if (num_slots > 0) {
-    require(!key.empty(), kBad, "key (this step's latent vectors) is required");
-    check_device_view(key, "key", dtype_);
-    const bool shape_ok = (key.ndim == 3 && key.size(1) == 1 && key.size(2) == kLatentDim) ||
-                          (key.ndim == 2 && key.size(1) == kLatentDim);
-    require(shape_ok && key.size(0) >= num_slots, kBad,
-            "key must be [>= {} rows, 1, {}] (or [rows, {}]), got {}", num_slots, kLatentDim,
-            kLatentDim, key.describe());
-    CacheUpdateParams u;
-    u.key = key.data;
-    u.src_dtype = dtype_;
-    u.key_token_stride = key.stride(0);
-    u.key_head_stride = key.ndim == 3 ? key.stride(1) : 0;
-    u.k_cache = c.data;
-    u.kv_dtype = kv_dtype_;
-    u.k_scale = k_scale;
-    u.k_block_stride = block_stride;
-    u.k_token_stride = token_stride;
-    u.slot_mapping = meta->slot_mapping;
-    u.num_tokens = static_cast<int>(num_slots);
-    u.num_kv_heads = 1;
-    u.head_size = kLatentDim;
-    u.head_size_v = 0;  // MLA: V is the latent prefix, written with K
-    u.block_size = cache.block_size;
-    cuda::launch_cache_update(u);
-  }
-
-  PagedAttentionParams p;
-  p.q = query.data;
-  p.out = output.data;
-  p.q_dtype = dtype_;
-  p.q_token_stride = query.stride(0);
-  p.q_head_stride = query.stride(1);
-  p.o_token_stride = output.stride(0);
-  p.o_head_stride = output.stride(1);
-  p.k_cache = c.data;
-  p.v_cache = c.data;
-  p.kv_dtype = kv_dtype_;
-  p.k_scale = k_scale;
-  p.v_scale = k_scale;  // one latent row, written with k_scale
-  p.k_block_stride = p.v_block_stride = block_stride;
-  p.k_token_stride = p.v_token_stride = token_stride;
-  p.num_seqs = common.num_reqs;
+  // The shared mapping, with the device copies of the metadata.
+  PagedAttentionParams p = paged_params_for(args);
   p.query_start_loc = meta->query_start_loc;
   p.seq_lens = meta->seq_lens;
   p.block_table = meta->block_table;
-  p.block_table_stride = common.max_blocks_per_req;
-  p.block_size = common.block_size;
-  p.num_heads = H;
-  p.num_kv_heads = 1;
-  p.head_size = kLatentDim;
-  p.head_size_v = kValueDim;
-  p.scale = layer_.scale;
   p.causal = meta->causal;
-  p.sliding_window = layer_.sliding_window;
+  if (writes_cache(args)) {
+    CacheUpdateParams u = cache_update_params_for(args);
+    u.slot_mapping = meta->slot_mapping;
+    cuda::launch_cache_update(u);
+  }
   launch_mla_attention(p, meta->device);
+  check_forward_outputs(args, kChecks);
 }
 
 #endif  // ATTNKIT_HAS_CUDA

@@ -9,11 +9,12 @@
 // partial O and log2-sum-exp to the split-KV workspace, merged by split_kv_combine.cuh.
 //
 // KV dtypes: a 16-bit cache equal to the compute dtype is copied into shared memory with
-// cp.async (one block-table lookup per key, kStages deep). An fp8 e4m3 cache is loaded into
-// registers one tile ahead (while the current tile computes), converted exactly to the
-// compute dtype (every e4m3 value is representable in fp16 and bf16) and stored to shared
-// memory; its scale is applied once, to the scores (scale * k_scale) and to the output
-// (times v_scale, which the contract sets to k_scale), instead of to every element.
+// cp.async (one block-table lookup per key, kStages deep). An fp8 e4m3 cache is copied raw
+// with cp.async two tiles ahead into shared memory (the bytes of the second 16-bit stage
+// hold two fp8 tiles), then converted exactly to the compute dtype (every e4m3 value is
+// representable in fp16 and bf16) into the one converted stage; its scale is applied once,
+// to the scores (scale * k_scale) and to the output (times v_scale, which the contract sets
+// to k_scale), instead of to every element.
 
 #include <cuda_fp8.h>
 
@@ -68,6 +69,7 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
   constexpr int kMTiles = C::kMTiles, STAGES = C::kStages;
   constexpr bool kFp8 = std::is_same_v<KV, Fp8E4M3>;
   static_assert(kFp8 || std::is_same_v<KV, T>, "16-bit caches hold the compute dtype");
+  static_assert(!kFp8 || STAGES == 2, "fp8 uses stage 1's bytes for two raw fp8 tiles");
 
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_q = reinterpret_cast<T*>(smem);
@@ -125,31 +127,51 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
       cuda::cp_async_16(dst + latent_swizzle(my_key, c), src + c * 8, in_range ? 16 : 0);
     }
   };
-  uint2 fp8_regs[kFp8 ? C::kChunksPerThread : 1];
-  auto fetch_tile_fp8 = [&](int tile) {
-    bool in_range = false;
-    const KV* src = key_row(tile, in_range);
+  // fp8: the converted tile lives in stage 0 and stage 1's bytes hold two raw fp8 tiles
+  // ([2][kKvTile][576] bytes, unswizzled). Each thread converts exactly the 16-byte raw
+  // chunks it copied itself, so its own cp.async wait orders copy and conversion.
+  constexpr int kRawChunks = BN * D / 16;  // 36 per key
+  constexpr int kRawPerThread = (kRawChunks + kThreads - 1) / kThreads;
+  uint8_t* s_raw = reinterpret_cast<uint8_t*>(s_kv + BN * D);
+  auto load_raw_async = [&](int tile, int raw_stage) {
 #pragma unroll
-    for (int j = 0; j < C::kChunksPerThread; ++j) {
-      const int c = my_part + j * C::kThreadsPerKey;
-      fp8_regs[j] = in_range ? *reinterpret_cast<const uint2*>(src + c * 8) : make_uint2(0, 0);
+    for (int j = 0; j < kRawPerThread; ++j) {
+      const int i = tid + j * kThreads;
+      if (i >= kRawChunks) break;
+      const int key = i / (D / 16), c = i % (D / 16);
+      const int kpos = kv_begin + tile * BN + key;
+      const uint8_t* src = static_cast<const uint8_t*>(p.k_cache);
+      int bytes = 0;
+      if (kpos < kv_end) {
+        src +=
+            cuda::kv_token_offset(p, item.seq, kpos, p.k_block_stride, p.k_token_stride) + c * 16;
+        bytes = 16;
+      }
+      cuda::cp_async_16(s_raw + (raw_stage * BN + key) * D + c * 16, src, bytes);
     }
   };
-  auto store_tile_fp8 = [&](int stage) {
-    T* dst = s_kv + stage * BN * D;
+  auto convert_raw = [&](int raw_stage) {
 #pragma unroll
-    for (int j = 0; j < C::kChunksPerThread; ++j) {
-      const int c = my_part + j * C::kThreadsPerKey;
-      *reinterpret_cast<uint4*>(dst + latent_swizzle(my_key, c)) = fp8x8_to<T>(fp8_regs[j]);
+    for (int j = 0; j < kRawPerThread; ++j) {
+      const int i = tid + j * kThreads;
+      if (i >= kRawChunks) break;
+      const int key = i / (D / 16), c = i % (D / 16);
+      const uint4 raw =
+          *reinterpret_cast<const uint4*>(s_raw + (raw_stage * BN + key) * D + c * 16);
+      *reinterpret_cast<uint4*>(s_kv + latent_swizzle(key, 2 * c)) =
+          fp8x8_to<T>(make_uint2(raw.x, raw.y));
+      *reinterpret_cast<uint4*>(s_kv + latent_swizzle(key, 2 * c + 1)) =
+          fp8x8_to<T>(make_uint2(raw.z, raw.w));
     }
   };
 
   if constexpr (kFp8) {
-    cuda::cp_async_commit();  // Q
-    if (num_tiles > 0) {
-      fetch_tile_fp8(0);
-      store_tile_fp8(0);
-    }
+    load_raw_async(0, 0);
+    cuda::cp_async_commit();  // group 0 also carries Q
+    if (num_tiles > 1) load_raw_async(1, 1);
+    cuda::cp_async_commit();
+    cuda::cp_async_wait<1>();
+    convert_raw(0);
   } else {
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
@@ -159,8 +181,8 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
   }
 
   // S-phase role of this warp.
-  const int s_mt = warp % kMTiles;
-  const int s_rest = warp / kMTiles;
+  const int s_mg = warp % C::kMGroups;
+  const int s_rest = warp / C::kMGroups;
   const int s_slice = s_rest % C::kKeySlices;
   const int s_ksplit = s_rest / C::kKeySlices;
   // Softmax role of this thread: row sm_row, keys [sm_sub * kKeysPerThread, +kKeysPerThread).
@@ -177,45 +199,80 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
     for (int j = 0; j < 8; ++j) o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
 
   for (int tile = 0; tile < num_tiles; ++tile) {
-    if constexpr (kFp8) {
-      cuda::cp_async_wait<0>();
-    } else {
-      cuda::cp_async_wait<STAGES - 2>();
-    }
+    if constexpr (!kFp8) cuda::cp_async_wait<STAGES - 2>();
     __syncthreads();
     if constexpr (kFp8) {
-      if (tile + 1 < num_tiles) fetch_tile_fp8(tile + 1);
+      // Tiles tile + 1 (landing) and tile + 2 (issued now) are in flight during this one.
+      if (tile + 2 < num_tiles) load_raw_async(tile + 2, tile % 2);
+      cuda::cp_async_commit();
     } else {
       if (tile + STAGES - 1 < num_tiles) {
         load_tile_async(tile + STAGES - 1, (tile + STAGES - 1) % STAGES);
       }
       cuda::cp_async_commit();
     }
-    const T* s_k = s_kv + (tile % STAGES) * BN * D;
+    const T* s_k = kFp8 ? s_kv : s_kv + (tile % STAGES) * BN * D;
     const int kb = kv_begin + tile * BN;
 
-    // S phase: this warp's m16 tile x 16 keys over its share of the 576 dims.
+    // S phase: this warp's kSWarpMTiles m16 tiles x 16 keys over its share of the 576 dims.
     {
-      float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
-      // Partly unrolled: fully unrolling 36 steps lets the compiler hoist so many fragment
-      // loads that the 128 O accumulators of the large configuration spill.
+      constexpr int SMT = C::kSWarpMTiles;
+      float acc[SMT][2][4];
+#pragma unroll
+      for (int i = 0; i < SMT; ++i) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          acc[i][nt][0] = acc[i][nt][1] = acc[i][nt][2] = acc[i][nt][3] = 0.0f;
+        }
+      }
+      // Partly unrolled: fully unrolling lets the compiler hoist so many fragment loads
+      // that the 128 O accumulators of the large configuration spill.
 #pragma unroll 3
       for (int kk = 0; kk < C::kKSteps; ++kk) {
         const int ks = s_ksplit * C::kKSteps + kk;
-        uint32_t a[4], b[4];
-        cuda::ldmatrix_x4(a, s_q + latent_swizzle(s_mt * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+        uint32_t a[SMT][4], b[4];
+#pragma unroll
+        for (int i = 0; i < SMT; ++i) {
+          cuda::ldmatrix_x4(a[i], s_q + latent_swizzle((s_mg * SMT + i) * 16 + (lane & 15),
+                                                       ks * 2 + (lane >> 4)));
+        }
         const int key = s_slice * 16 + ((lane >> 4) << 3) + (lane & 7);
         cuda::ldmatrix_x4(b, s_k + latent_swizzle(key, ks * 2 + ((lane >> 3) & 1)));
-        cuda::mma_16816<T>(acc[0], a, b[0], b[1]);
-        cuda::mma_16816<T>(acc[1], a, b[2], b[3]);
-      }
-      float* dst = s_s + (s_ksplit * kRows + s_mt * 16 + (lane >> 2)) * C::kSStride + s_slice * 16 +
-                   2 * (lane & 3);
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        *reinterpret_cast<float2*>(dst + nt * 8) = make_float2(acc[nt][0], acc[nt][1]);
-        *reinterpret_cast<float2*>(dst + 8 * C::kSStride + nt * 8) =
-            make_float2(acc[nt][2], acc[nt][3]);
+        for (int i = 0; i < SMT; ++i) {
+          cuda::mma_16816<T>(acc[i][0], a[i], b[0], b[1]);
+          cuda::mma_16816<T>(acc[i][1], a[i], b[2], b[3]);
+        }
+      }
+      // Partial sums to shared memory: a buffer per split, or one buffer that split 1 adds
+      // to once split 0 has stored (every element has one writer in each phase).
+      auto store = [&](int buffer, bool add) {
+#pragma unroll
+        for (int i = 0; i < SMT; ++i) {
+          float* dst = s_s + (buffer * kRows + (s_mg * SMT + i) * 16 + (lane >> 2)) * C::kSStride +
+                       s_slice * 16 + 2 * (lane & 3);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              float2* d = reinterpret_cast<float2*>(dst + h * 8 * C::kSStride + nt * 8);
+              float2 v = make_float2(acc[i][nt][2 * h], acc[i][nt][2 * h + 1]);
+              if (add) {
+                const float2 prev = *d;
+                v.x += prev.x;
+                v.y += prev.y;
+              }
+              *d = v;
+            }
+          }
+        }
+      };
+      if constexpr (C::kSInPlace) {
+        if (s_ksplit == 0) store(0, false);
+        __syncthreads();
+        if (s_ksplit == 1) store(0, true);
+      } else {
+        store(s_ksplit, false);
       }
     }
     __syncthreads();
@@ -230,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
         const int local = sm_sub * KPT + e;
         float v = 0.0f;
 #pragma unroll
-        for (int ks = 0; ks < C::kKSplit; ++ks)
+        for (int ks = 0; ks < C::kSBuffers; ++ks)
           v += s_s[(ks * kRows + sm_row) * C::kSStride + local];
         const int key = kb + local;
         const bool visible = sm_valid && key < kv_end && cuda::key_visible(p, sm_pos, key);
@@ -297,9 +354,12 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
     }
 
     if constexpr (kFp8) {
-      // The stage of tile + 1 last held tile - 1, which every warp finished before this
-      // iteration's first barrier.
-      if (tile + 1 < num_tiles) store_tile_fp8((tile + 1) % STAGES);
+      // One converted stage: every warp must be done with this tile before it is replaced.
+      if (tile + 1 < num_tiles) {
+        cuda::cp_async_wait<1>();
+        __syncthreads();
+        convert_raw((tile + 1) % 2);
+      }
     }
   }
 

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,13 @@ ConformanceCase with_kv(ConformanceCase c, DType dtype, KvCacheDType kv) {
   return c;
 }
 
-std::vector<ConformanceCase> explicit_cases() {
+// Readable test listings (ctest -N) instead of a byte dump.
+struct NamedCase {
+  ConformanceCase c;
+};
+void PrintTo(const NamedCase& n, std::ostream* os) { *os << n.c.name; }
+
+std::vector<NamedCase> explicit_cases() {
   std::vector<ConformanceCase> out;
   const std::vector<int> decode_q = {1, 1, 1, 1};
   const std::vector<int> decode_kv = {8192, 3000, 1, 65};
@@ -97,17 +104,19 @@ std::vector<ConformanceCase> explicit_cases() {
   ConformanceCase scale = mla_case("OtherScaleH16", 16, {1, 4}, {2500, 50});
   scale.layer.scale = 0.31f;
   out.push_back(scale);
-  return out;
+  std::vector<NamedCase> named;
+  for (ConformanceCase& c : out) named.push_back({std::move(c)});
+  return named;
 }
 
-class CudaMlaGpuConformance : public ::testing::TestWithParam<ConformanceCase> {};
+class CudaMlaGpuConformance : public ::testing::TestWithParam<NamedCase> {};
 
 TEST_P(CudaMlaGpuConformance, MatchesReference) {
   const std::optional<Platform> gpu = local_cuda_platform();
   if (!gpu) GTEST_SKIP() << "no CUDA GPU on this machine (or a build without CUDA)";
   const auto backend = make_cuda_mla_backend();
   const std::unique_ptr<DeviceMemory> memory = make_cuda_memory(0);
-  const ConformanceCase& c = GetParam();
+  const ConformanceCase& c = GetParam().c;
   const CaseResult r = run_case(*backend, c, *gpu, *memory);
   EXPECT_EQ(r.status, CaseStatus::kPassed) << c.name << ": " << r.message;
   std::printf("[ output %.2e (tol %.1e) cache %.2e %.2fs ] %s\n", r.output_error,
@@ -115,8 +124,8 @@ TEST_P(CudaMlaGpuConformance, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mla, CudaMlaGpuConformance, ::testing::ValuesIn(explicit_cases()),
-                         [](const ::testing::TestParamInfo<ConformanceCase>& param_info) {
-                           return param_info.param.name;
+                         [](const ::testing::TestParamInfo<NamedCase>& param_info) {
+                           return param_info.param.c.name;
                          });
 
 // The suite's own cases from the declared capabilities: every one either passes or is
