@@ -385,7 +385,7 @@ class ItemKernel {
     auto* kt = reinterpret_cast<uint16_t*>(kf_);
     for (int c = 0; c < d_; c += 32) {
       const bool full = c + 32 <= d_;  // else 16 elements (8 pairs) are left
-      BV key_rows[16], pair_cols[16];
+      BV key_rows[16];
 #pragma GCC unroll 16
       for (int j = 0; j < 16; ++j) {
         key_rows[j] = full ? Ops::load_bf16_pairs(kp_[j] + c) : Ops::load_bf16_half(kp_[j] + c);
@@ -393,9 +393,7 @@ class ItemKernel {
           if (j < npf_) __builtin_prefetch(kpf_[j] + c, 0, 2);
         }
       }
-      Ops::transpose16(key_rows, pair_cols);
-      const int pairs = full ? 16 : 8;
-      for (int i = 0; i < pairs; ++i) std::memcpy(kt + (c + 2 * i) * 16, &pair_cols[i], sizeof(BV));
+      Ops::transpose16_store(key_rows, kt + c * 16, full ? 16 : 8);
     }
   }
 

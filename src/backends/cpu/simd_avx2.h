@@ -139,6 +139,7 @@ struct Ops {
 
   // Unused (kHasBf16Dot is false); present so the kernel template compiles.
   static BV load_bf16_pairs(const uint16_t*) { return _mm256_setzero_si256(); }
+  static void transpose16_store(const BV*, uint16_t*, int) {}
   static BV load_bf16_half(const uint16_t*) { return _mm256_setzero_si256(); }
   static V dot_bf16(V acc, BV, BV) { return acc; }
   static void store_bf16(uint16_t*, V) {}

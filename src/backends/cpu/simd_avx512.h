@@ -100,6 +100,19 @@ struct Ops {
       out[12 + k] = _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1));
     }
   }
+  // transpose16 with out[i] stored at dst + 32 i (unaligned) for i < n (16, or 8: the first
+  // half). Stored straight from the registers: copying an out[] array of n vectors compiled
+  // to a `rep movsq` through the stack.
+  static void transpose16_store(const BV* in, uint16_t* dst, int n) {
+    BV out[16];
+    transpose16(in, out);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) _mm512_storeu_si512(dst + 32 * i, out[i]);
+    if (n > 8) {
+#pragma GCC unroll 8
+      for (int i = 8; i < 16; ++i) _mm512_storeu_si512(dst + 32 * i, out[i]);
+    }
+  }
   // out[r] 128-bit block g = in[g] block r (a 4x4 transpose of 4-lane blocks).
   static void transpose_blocks4(const V* in, V* out) {
     const V t0 = _mm512_shuffle_f32x4(in[0], in[1], _MM_SHUFFLE(1, 0, 1, 0));

@@ -109,6 +109,7 @@ struct Ops {
   }
 
   static BV load_bf16_pairs(const uint16_t*) { return 0; }
+  static void transpose16_store(const BV*, uint16_t*, int) {}
   static BV load_bf16_half(const uint16_t*) { return 0; }
   static V dot_bf16(V acc, BV, BV) { return acc; }
   static void store_bf16(uint16_t*, V) {}
