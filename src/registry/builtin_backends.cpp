@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_flash_backend.h"
 #include "backends/cpu_mla/cpu_mla_backend.h"
 #include "backends/cuda/cuda_backends.h"
+#include "backends/cuda_mla/cuda_mla_backend.h"
 #include "backends/reference/reference_backend.h"
 
 namespace attnkit {
@@ -25,6 +26,7 @@ std::span<const BuiltinBackend> builtin_backends() {
       {"CPU_MLA", make_cpu_mla_backend},
       {"CUDA_FLASH", make_cuda_flash_backend},
       {"CUDA_PAGED", make_cuda_paged_backend},
+      {"CUDA_MLA", make_cuda_mla_backend},
   };
   // clang-format on
   return kBuiltinBackends;

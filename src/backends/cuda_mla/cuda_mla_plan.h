@@ -1,0 +1,34 @@
+#pragma once
+// CUDA_MLA's per-step planning, in plain C++ (unit-tested without a GPU). The work
+// partition is CUDA_FLASH's planner (backends/cuda/cuda_plan.h) with one KV head, so a
+// request's rows are its (token, head) pairs: decode of H heads gives H rows per request,
+// packed 16 (small-row kernel) or 64 (large-row kernel) to a CTA, and long key ranges are
+// split (split-KV) until the grid covers the GPU.
+
+#include <cstddef>
+
+#include "attnkit/backend/backend.h"
+#include "backends/cuda/cuda_plan.h"
+
+namespace attnkit::cuda_mla {
+
+// The planner's view of CUDA_MLA's kernels (mla_geometry.h) on a GPU with `num_sms`
+// multiprocessors.
+cuda::PlanShape mla_plan_shape(const AttentionLayerParams& layer, int num_sms);
+
+// Validates `common` (array sizes, offsets, queries within their sequences, a block table
+// wide enough for every sequence) and plans the step, choosing the split-KV grid with the
+// best wave_efficiency(). Throws Error(kInvalidArgument)
+// naming the bad field.
+cuda::CudaPlan plan_mla_step(const AttentionLayerParams& layer,
+                             const CommonAttentionMetadata& common, int num_sms);
+
+// The fraction of the CTA slots of the plan's waves that hold a CTA (1 = every wave full),
+// with small-row CTAs two to an SM and large-row CTAs one (their shared memory on sm_90).
+double wave_efficiency(const cuda::CudaPlan& plan, int num_sms);
+
+// Bytes of the split-KV workspace the plan needs: partial_o fp32 [slots, num_heads, 512]
+// then partial_lse fp32 [slots, num_heads] (cuda::DevicePlan layout).
+size_t mla_workspace_bytes(const cuda::CudaPlan& plan, int num_heads);
+
+}  // namespace attnkit::cuda_mla

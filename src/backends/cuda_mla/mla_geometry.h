@@ -1,0 +1,101 @@
+#pragma once
+// Tile geometry of CUDA_MLA's kernels, in plain C++ so that the host planner (and its
+// CPU-only tests) and the kernels read the same numbers.
+//
+// The latent cache holds one 576-wide row per token: 512 latent values (also the values V)
+// and 64 rope values. Every query head of a request attends over the same rows, so the
+// kernel packs "rows" = (query token, head) pairs of one request into the tensor-core M
+// dimension: row r of a request is token r / num_heads, head r % num_heads.
+//
+// One CTA (kThreads = 8 warps) runs one work item: kRows packed rows against a key range,
+// in tiles of kKvTile keys streamed through shared memory. Per tile:
+//   S phase:  S = Q K^T over the 576 dims. A warp owns kSWarpMTiles m16 tiles, a 16-key
+//             slice and 576 / kKSplit dims; the kKSplit partial sums meet in shared memory,
+//             in kKSplit buffers, or (kSInPlace, two splits) in one buffer that the second
+//             split adds to after a barrier. Two m16 tiles per warp halve the K fragment
+//             loads and give four independent mma chains.
+//   softmax:  kThreadsPerRow threads per row fold the partials, mask, update the running
+//             max/sum and write P (compute dtype) and the rescale factor of every row.
+//   PV phase: O += P V over the first 512 dims of the same tile. Warp w owns output dims
+//             [64 w, 64 w + 64) of every row, so kMTiles * 8 n8 tiles of fp32 accumulators
+//             (128 floats per thread for 64 rows) stay in registers.
+//
+// Shared memory (bytes, in this order):
+//   Q      [kRows][576]         compute dtype, 16-byte chunks XOR-swizzled by row % 8
+//   stage  [kStages][kKvTile][576] latent tiles, same swizzle (fp8 is converted on the way)
+//   S      [kSBuffers][kRows][kKvTile + 8] fp32 partial scores (+8: conflict-free float2
+//          stores)
+//   P      [kRows][kKvTile + 8] compute dtype probabilities (+8: conflict-free ldmatrix)
+//   rows   alpha, m, l: fp32 [kRows] each
+
+#include <cstddef>
+
+namespace attnkit::cuda_mla {
+
+inline constexpr int kLatentDim = 576;  // head_size: kv_lora_rank + rope dim
+inline constexpr int kValueDim = 512;   // head_size_v: kv_lora_rank
+inline constexpr int kRopeDim = 64;
+inline constexpr int kWarps = 8;
+inline constexpr int kThreads = 32 * kWarps;
+inline constexpr int kKvTile = 32;  // keys per shared-memory tile
+// The largest dynamic shared memory a CTA may opt into on sm_80 (A100: 163 KiB); sm_90
+// allows 227 KiB. Both configurations below fit the smaller one.
+inline constexpr size_t kSm80MaxSmemBytes = 166912;
+
+template <int M_TILES, int STAGES, int K_SPLIT, int MIN_BLOCKS, int S_WARP_M_TILES, bool S_IN_PLACE>
+struct MlaConfig {
+  static constexpr int kMTiles = M_TILES;
+  static constexpr int kRows = 16 * M_TILES;
+  static constexpr int kStages = STAGES;
+  static constexpr int kKSplit = K_SPLIT;
+  static constexpr int kMinBlocks = MIN_BLOCKS;  // CTAs per SM the launch bounds ask for
+  static constexpr int kSWarpMTiles = S_WARP_M_TILES;
+  static constexpr bool kSInPlace = S_IN_PLACE;
+  static constexpr int kSBuffers = S_IN_PLACE ? 1 : K_SPLIT;
+  static constexpr int kMGroups = M_TILES / S_WARP_M_TILES;  // S-phase row groups
+  static constexpr int kKeySlices = kWarps / (kMGroups * K_SPLIT);
+  static constexpr int kSliceKeys = kKeySlices > 0 ? kKvTile / kKeySlices : 0;
+  static constexpr int kKSteps = kLatentDim / 16 / K_SPLIT;  // k16 steps per S-phase warp
+  static constexpr int kThreadsPerRow = kThreads / kRows;
+  static constexpr int kKeysPerThread = kKvTile / kThreadsPerRow;
+  static constexpr int kThreadsPerKey = kThreads / kKvTile;  // tile loader
+  static constexpr int kChunksPerThread = kLatentDim / 8 / kThreadsPerKey;
+  static constexpr int kSStride = kKvTile + 8;
+  static constexpr int kPStride = kKvTile + 8;
+
+  static constexpr size_t kQBytes = size_t{2} * kRows * kLatentDim;
+  static constexpr size_t kStageBytes = size_t{2} * kKvTile * kLatentDim;
+  static constexpr size_t kSBytes = size_t{4} * kSBuffers * kRows * kSStride;
+  static constexpr size_t kPBytes = size_t{2} * kRows * kPStride;
+  static constexpr size_t kRowStateBytes = size_t{4} * 3 * kRows;
+  static constexpr size_t kSmemBytes =
+      kQBytes + STAGES * kStageBytes + kSBytes + kPBytes + kRowStateBytes;
+  // CTAs of this configuration one sm_90 SM holds (228 KiB of shared memory, 1 KiB of it
+  // reserved per CTA): what the planner sizes its waves by.
+  static constexpr int kCtasPerSm90 = static_cast<int>((228u * 1024u) / (kSmemBytes + 1024u));
+
+  static_assert(M_TILES % S_WARP_M_TILES == 0, "S-phase warps own whole m16 tiles");
+  static_assert(kWarps % (kMGroups * K_SPLIT) == 0, "warps must tile (row groups x k splits)");
+  static_assert(!S_IN_PLACE || K_SPLIT == 2, "in-place partials: one store, then one add");
+  static_assert(kSliceKeys == 16, "an S-phase warp owns one 16-key slice (one ldmatrix.x4)");
+  static_assert((kLatentDim / 16) % K_SPLIT == 0, "the k splits must be whole k16 steps");
+  static_assert(kThreadsPerRow >= 1 && kThreadsPerRow <= 32 && kKeysPerThread % 2 == 0,
+                "softmax rows are handled by 1..32 lanes of one warp, two keys at a time");
+  static_assert(kValueDim == 64 * kWarps, "each warp owns 64 output dims");
+  static_assert((kLatentDim / 8) % kThreadsPerKey == 0, "loader chunks split evenly");
+  static_assert(STAGES >= 2, "double buffering at least");
+  static_assert(kCtasPerSm90 >= MIN_BLOCKS, "the launch bounds ask for what fits");
+  static_assert(kSmemBytes <= kSm80MaxSmemBytes, "must fit sm_80's shared memory");
+};
+
+// Decode of up to 16 rows (e.g. 16 heads x 1 token, 8 heads x 2 tokens): one m16 tile;
+// the 8 S-phase warps split the keys in 2 and the 576 dims in 4. About 100 KiB of shared
+// memory: two CTAs per SM on sm_90.
+using MlaSmallConfig = MlaConfig<1, 2, 4, 2, 1, false>;
+// Everything else (many heads, prefill): 64 rows, four m16 tiles. S phase: 2 row groups of
+// 32 rows x 2 key slices x 2 dim halves (partials added in place: a second S buffer would
+// not fit sm_80); PV phase: every V fragment read from shared memory feeds all four m16
+// tiles. About 160 KiB: one CTA per SM.
+using MlaLargeConfig = MlaConfig<4, 2, 2, 1, 2, true>;
+
+}  // namespace attnkit::cuda_mla

@@ -1,0 +1,413 @@
+#pragma once
+// CUDA_MLA's attention kernel: absorbed-weights MLA over the paged latent cache with
+// mma.sync m16n8k16 (fp32 accumulation). Geometry, warp roles and the shared-memory layout
+// are described in mla_geometry.h; the kernel contract in paged_attention_params.h
+// (num_kv_heads 1, head_size 576, head_size_v 512, V = the first 512 latent values).
+//
+// One CTA runs one CudaWorkItem (cuda_plan.h): packed rows [row_begin, row_end) of request
+// `seq` against keys [kv_begin, kv_end). With num_splits > 1 it writes its normalised
+// partial O and log2-sum-exp to the split-KV workspace, merged by split_kv_combine.cuh.
+//
+// KV dtypes: a 16-bit cache equal to the compute dtype is copied into shared memory with
+// cp.async (one block-table lookup per key, kStages deep). An fp8 e4m3 cache is copied raw
+// with cp.async two tiles ahead into shared memory (the bytes of the second 16-bit stage
+// hold two fp8 tiles), then converted exactly to the compute dtype (every e4m3 value is
+// representable in fp16 and bf16) into the one converted stage; its scale is applied once,
+// to the scores (scale * k_scale) and to the output (times v_scale, which the contract sets
+// to k_scale), instead of to every element.
+
+#include <cuda_fp8.h>
+
+#include <type_traits>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_common.cuh"
+#include "backends/cuda/mma_primitives.cuh"
+#include "backends/cuda_mla/mla_geometry.h"
+
+namespace attnkit::cuda_mla {
+
+using cuda::CudaWorkItem;
+
+// Storage type of an fp8 e4m3 latent cache (one byte per value).
+struct Fp8E4M3 {
+  uint8_t bits;
+};
+
+// Swizzled element index of (row, 16-byte chunk) in a [rows][576] tile: the chunk index is
+// XORed with row % 8 inside its aligned group of 8 chunks (576 / 8 = 72 chunks = 9 groups),
+// so the eight row addresses of one ldmatrix phase fall in different banks although every
+// row is a multiple of 128 bytes long.
+__device__ __forceinline__ int latent_swizzle(int row, int chunk) {
+  return row * kLatentDim + ((chunk ^ (row & 7)) << 3);
+}
+
+// Eight e4m3 values (8 bytes) -> eight T values (16 bytes), exactly.
+template <typename T>
+__device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
+  const uint32_t words[2] = {v.x, v.y};
+  uint32_t out[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const auto pair = static_cast<__nv_fp8x2_storage_t>(words[i / 2] >> (16 * (i % 2)));
+    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
+    if constexpr (std::is_same_v<T, __half>) {
+      out[i] = static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
+    } else {
+      const float2 f = __half22float2(__half2(raw));
+      out[i] = cuda::pack2<T>(f.x, f.y);
+    }
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+template <typename T, typename KV, typename C>
+__global__ void __launch_bounds__(kThreads, C::kMinBlocks)
+    mla_attention_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
+                         float* partial_lse) {
+  constexpr int D = kLatentDim, BN = kKvTile, kRows = C::kRows, kChunks = D / 8;
+  constexpr int kMTiles = C::kMTiles, STAGES = C::kStages;
+  constexpr bool kFp8 = std::is_same_v<KV, Fp8E4M3>;
+  static_assert(kFp8 || std::is_same_v<KV, T>, "16-bit caches hold the compute dtype");
+  static_assert(!kFp8 || STAGES == 2, "fp8 uses stage 1's bytes for two raw fp8 tiles");
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_q = reinterpret_cast<T*>(smem);
+  T* s_kv = reinterpret_cast<T*>(smem + C::kQBytes);
+  float* s_s = reinterpret_cast<float*>(smem + C::kQBytes + STAGES * C::kStageBytes);
+  T* s_p = reinterpret_cast<T*>(reinterpret_cast<unsigned char*>(s_s) + C::kSBytes);
+  float* s_alpha = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(s_p) + C::kPBytes);
+  float* s_m = s_alpha + kRows;
+  float* s_l = s_m + kRows;
+
+  const CudaWorkItem item = items[blockIdx.x];
+  const int num_heads = p.num_heads;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
+  const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
+  const int pos_base = item.kv_len - item.q_len;  // position of the request's token 0
+  const float k_scale = kFp8 ? p.k_scale : 1.0f;
+  const float v_scale = kFp8 ? p.v_scale : 1.0f;
+  const float scale_log2 = p.scale * k_scale * cuda::kLog2e;
+
+  // Q tile; rows past row_end are zero-filled.
+  for (int i = tid; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const int row = item.row_begin + r;
+    const T* src = static_cast<const T*>(p.q);
+    int bytes = 0;
+    if (row < item.row_end) {
+      src += (item.q_start + row / num_heads) * p.q_token_stride +
+             (row % num_heads) * p.q_head_stride + c * 8;
+      bytes = 16;
+    }
+    cuda::cp_async_16(s_q + latent_swizzle(r, c), src, bytes);
+  }
+
+  // Tile loader: kThreadsPerKey consecutive threads share one key (one block-table lookup)
+  // and copy its 72 chunks, 8 consecutive chunks (128 bytes) per step across them.
+  const int my_key = tid / C::kThreadsPerKey, my_part = tid % C::kThreadsPerKey;
+  auto key_row = [&](int tile, bool& in_range) {
+    const int kpos = kv_begin + tile * BN + my_key;
+    in_range = kpos < kv_end;
+    const KV* base = static_cast<const KV*>(p.k_cache);
+    return in_range
+               ? base + cuda::kv_token_offset(p, item.seq, kpos, p.k_block_stride, p.k_token_stride)
+               : base;
+  };
+  auto load_tile_async = [&](int tile, int stage) {
+    bool in_range = false;
+    const KV* src = key_row(tile, in_range);
+    T* dst = s_kv + stage * BN * D;
+#pragma unroll
+    for (int j = 0; j < C::kChunksPerThread; ++j) {
+      const int c = my_part + j * C::kThreadsPerKey;
+      // Keys past kv_end are zero-filled: the cache there may hold NaN garbage and a
+      // masked score still multiplies V in the PV phase.
+      cuda::cp_async_16(dst + latent_swizzle(my_key, c), src + c * 8, in_range ? 16 : 0);
+    }
+  };
+  // fp8: the converted tile lives in stage 0 and stage 1's bytes hold two raw fp8 tiles
+  // ([2][kKvTile][576] bytes, unswizzled). Each thread converts exactly the 16-byte raw
+  // chunks it copied itself, so its own cp.async wait orders copy and conversion.
+  constexpr int kRawChunks = BN * D / 16;  // 36 per key
+  constexpr int kRawPerThread = (kRawChunks + kThreads - 1) / kThreads;
+  uint8_t* s_raw = reinterpret_cast<uint8_t*>(s_kv + BN * D);
+  auto load_raw_async = [&](int tile, int raw_stage) {
+#pragma unroll
+    for (int j = 0; j < kRawPerThread; ++j) {
+      const int i = tid + j * kThreads;
+      if (i >= kRawChunks) break;
+      const int key = i / (D / 16), c = i % (D / 16);
+      const int kpos = kv_begin + tile * BN + key;
+      const uint8_t* src = static_cast<const uint8_t*>(p.k_cache);
+      int bytes = 0;
+      if (kpos < kv_end) {
+        src +=
+            cuda::kv_token_offset(p, item.seq, kpos, p.k_block_stride, p.k_token_stride) + c * 16;
+        bytes = 16;
+      }
+      cuda::cp_async_16(s_raw + (raw_stage * BN + key) * D + c * 16, src, bytes);
+    }
+  };
+  auto convert_raw = [&](int raw_stage) {
+#pragma unroll
+    for (int j = 0; j < kRawPerThread; ++j) {
+      const int i = tid + j * kThreads;
+      if (i >= kRawChunks) break;
+      const int key = i / (D / 16), c = i % (D / 16);
+      const uint4 raw =
+          *reinterpret_cast<const uint4*>(s_raw + (raw_stage * BN + key) * D + c * 16);
+      *reinterpret_cast<uint4*>(s_kv + latent_swizzle(key, 2 * c)) =
+          fp8x8_to<T>(make_uint2(raw.x, raw.y));
+      *reinterpret_cast<uint4*>(s_kv + latent_swizzle(key, 2 * c + 1)) =
+          fp8x8_to<T>(make_uint2(raw.z, raw.w));
+    }
+  };
+
+  if constexpr (kFp8) {
+    load_raw_async(0, 0);
+    cuda::cp_async_commit();  // group 0 also carries Q
+    if (num_tiles > 1) load_raw_async(1, 1);
+    cuda::cp_async_commit();
+    cuda::cp_async_wait<1>();
+    convert_raw(0);
+  } else {
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < num_tiles) load_tile_async(s, s);
+      cuda::cp_async_commit();  // group 0 also carries Q
+    }
+  }
+
+  // S-phase role of this warp.
+  const int s_mg = warp % C::kMGroups;
+  const int s_rest = warp / C::kMGroups;
+  const int s_slice = s_rest % C::kKeySlices;
+  const int s_ksplit = s_rest / C::kKeySlices;
+  // Softmax role of this thread: row sm_row, keys [sm_sub * kKeysPerThread, +kKeysPerThread).
+  const int sm_row = tid / C::kThreadsPerRow;
+  const int sm_sub = tid % C::kThreadsPerRow;
+  const bool sm_valid = item.row_begin + sm_row < item.row_end;
+  const int sm_pos = pos_base + (item.row_begin + sm_row) / num_heads;
+  float run_m = -INFINITY, run_l = 0.0f;  // identical in the kThreadsPerRow threads of a row
+
+  float o[kMTiles][8][4];
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
+
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    if constexpr (!kFp8) cuda::cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if constexpr (kFp8) {
+      // Tiles tile + 1 (landing) and tile + 2 (issued now) are in flight during this one.
+      if (tile + 2 < num_tiles) load_raw_async(tile + 2, tile % 2);
+      cuda::cp_async_commit();
+    } else {
+      if (tile + STAGES - 1 < num_tiles) {
+        load_tile_async(tile + STAGES - 1, (tile + STAGES - 1) % STAGES);
+      }
+      cuda::cp_async_commit();
+    }
+    const T* s_k = kFp8 ? s_kv : s_kv + (tile % STAGES) * BN * D;
+    const int kb = kv_begin + tile * BN;
+
+    // S phase: this warp's kSWarpMTiles m16 tiles x 16 keys over its share of the 576 dims.
+    {
+      constexpr int SMT = C::kSWarpMTiles;
+      float acc[SMT][2][4];
+#pragma unroll
+      for (int i = 0; i < SMT; ++i) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          acc[i][nt][0] = acc[i][nt][1] = acc[i][nt][2] = acc[i][nt][3] = 0.0f;
+        }
+      }
+      // Partly unrolled: fully unrolling lets the compiler hoist so many fragment loads
+      // that the 128 O accumulators of the large configuration spill.
+#pragma unroll 3
+      for (int kk = 0; kk < C::kKSteps; ++kk) {
+        const int ks = s_ksplit * C::kKSteps + kk;
+        uint32_t a[SMT][4], b[4];
+#pragma unroll
+        for (int i = 0; i < SMT; ++i) {
+          cuda::ldmatrix_x4(a[i], s_q + latent_swizzle((s_mg * SMT + i) * 16 + (lane & 15),
+                                                       ks * 2 + (lane >> 4)));
+        }
+        const int key = s_slice * 16 + ((lane >> 4) << 3) + (lane & 7);
+        cuda::ldmatrix_x4(b, s_k + latent_swizzle(key, ks * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+        for (int i = 0; i < SMT; ++i) {
+          cuda::mma_16816<T>(acc[i][0], a[i], b[0], b[1]);
+          cuda::mma_16816<T>(acc[i][1], a[i], b[2], b[3]);
+        }
+      }
+      // Partial sums to shared memory: a buffer per split, or one buffer that split 1 adds
+      // to once split 0 has stored (every element has one writer in each phase).
+      auto store = [&](int buffer, bool add) {
+#pragma unroll
+        for (int i = 0; i < SMT; ++i) {
+          float* dst = s_s + (buffer * kRows + (s_mg * SMT + i) * 16 + (lane >> 2)) * C::kSStride +
+                       s_slice * 16 + 2 * (lane & 3);
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              float2* d = reinterpret_cast<float2*>(dst + h * 8 * C::kSStride + nt * 8);
+              float2 v = make_float2(acc[i][nt][2 * h], acc[i][nt][2 * h + 1]);
+              if (add) {
+                const float2 prev = *d;
+                v.x += prev.x;
+                v.y += prev.y;
+              }
+              *d = v;
+            }
+          }
+        }
+      };
+      if constexpr (C::kSInPlace) {
+        if (s_ksplit == 0) store(0, false);
+        __syncthreads();
+        if (s_ksplit == 1) store(0, true);
+      } else {
+        store(s_ksplit, false);
+      }
+    }
+    __syncthreads();
+
+    // Online softmax of this tile (scores in log2 units).
+    {
+      constexpr int KPT = C::kKeysPerThread;
+      float x[KPT];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int e = 0; e < KPT; ++e) {
+        const int local = sm_sub * KPT + e;
+        float v = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < C::kSBuffers; ++ks)
+          v += s_s[(ks * kRows + sm_row) * C::kSStride + local];
+        const int key = kb + local;
+        const bool visible = sm_valid && key < kv_end && cuda::key_visible(p, sm_pos, key);
+        x[e] = visible ? v * scale_log2 : -INFINITY;
+        mx = fmaxf(mx, x[e]);
+      }
+#pragma unroll
+      for (int off = 1; off < C::kThreadsPerRow; off <<= 1) {
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      }
+      const float m_new = fmaxf(run_m, mx);
+      const float alpha = cuda::safe_exp2(run_m, m_new);
+      run_m = m_new;
+      float sum = 0.0f;
+      uint32_t* p_row = reinterpret_cast<uint32_t*>(s_p + sm_row * C::kPStride + sm_sub * KPT);
+#pragma unroll
+      for (int e = 0; e < KPT; e += 2) {
+        const float p0 = cuda::safe_exp2(x[e], m_new);
+        const float p1 = cuda::safe_exp2(x[e + 1], m_new);
+        sum += p0 + p1;
+        p_row[e / 2] = cuda::pack2<T>(p0, p1);
+      }
+#pragma unroll
+      for (int off = 1; off < C::kThreadsPerRow; off <<= 1) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
+      }
+      run_l = run_l * alpha + sum;
+      if (sm_sub == 0) s_alpha[sm_row] = alpha;
+    }
+    __syncthreads();
+
+    // PV phase: rescale, then O[:, 64 warp .. +64) += P V over the tile's keys.
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      const float a_lo = s_alpha[mt * 16 + (lane >> 2)];
+      const float a_hi = s_alpha[mt * 16 + (lane >> 2) + 8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        o[mt][j][0] *= a_lo;
+        o[mt][j][1] *= a_lo;
+        o[mt][j][2] *= a_hi;
+        o[mt][j][3] *= a_hi;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t a[kMTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt) {
+        cuda::ldmatrix_x4(a[mt],
+                          s_p + (mt * 16 + (lane & 15)) * C::kPStride + kk * 16 + (lane >> 4) * 8);
+      }
+#pragma unroll
+      for (int dn = 0; dn < 4; ++dn) {
+        uint32_t b[4];
+        const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+        cuda::ldmatrix_x4_trans(b, s_k + latent_swizzle(key, warp * 8 + dn * 2 + (lane >> 4)));
+#pragma unroll
+        for (int mt = 0; mt < kMTiles; ++mt) {
+          cuda::mma_16816<T>(o[mt][2 * dn], a[mt], b[0], b[1]);
+          cuda::mma_16816<T>(o[mt][2 * dn + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+
+    if constexpr (kFp8) {
+      // One converted stage: every warp must be done with this tile before it is replaced.
+      if (tile + 1 < num_tiles) {
+        cuda::cp_async_wait<1>();
+        __syncthreads();
+        convert_raw((tile + 1) % 2);
+      }
+    }
+  }
+
+  // Epilogue: the softmax threads publish each row's max and sum; every warp writes its 64
+  // output dims of every row (or the split-KV partial).
+  cuda::cp_async_wait<0>();
+  if (sm_sub == 0) {
+    s_m[sm_row] = run_m;
+    s_l[sm_row] = run_l;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = mt * 16 + (lane >> 2) + 8 * h;
+      const int row = item.row_begin + r;
+      if (row >= item.row_end) continue;
+      const float m = s_m[r], l = s_l[r];
+      const int token_in_req = row / num_heads;
+      const int head = row % num_heads;
+      const float factor = l > 0.0f ? v_scale / l : 0.0f;
+      const int dim = warp * 64 + 2 * (lane & 3);
+      if (item.num_splits > 1) {
+        const int64_t slot_row =
+            static_cast<int64_t>(item.partial_base + token_in_req * item.num_splits + item.split) *
+                num_heads +
+            head;
+        float* dst = partial_o + slot_row * kValueDim + dim;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          *reinterpret_cast<float2*>(dst + j * 8) =
+              make_float2(o[mt][j][2 * h] * factor, o[mt][j][2 * h + 1] * factor);
+        }
+        if (warp == 0 && (lane & 3) == 0) {
+          partial_lse[slot_row] = l > 0.0f ? m + log2f(l) : -INFINITY;
+        }
+        continue;
+      }
+      T* out = static_cast<T*>(p.out) + (item.q_start + token_in_req) * p.o_token_stride +
+               head * p.o_head_stride + dim;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<uint32_t*>(out + j * 8) =
+            cuda::pack2<T>(o[mt][j][2 * h] * factor, o[mt][j][2 * h + 1] * factor);
+      }
+    }
+  }
+}
+
+}  // namespace attnkit::cuda_mla

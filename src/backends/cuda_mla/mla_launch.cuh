@@ -1,0 +1,46 @@
+#pragma once
+// Launch of CUDA_MLA's kernel instances: one per (compute dtype, cache dtype, tile
+// configuration); the two compute dtypes live in separate translation units so that nvcc
+// compiles them in parallel.
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda_mla/mla_kernel.cuh"
+
+namespace attnkit::cuda_mla {
+
+template <typename T, typename KV, typename C>
+void launch_mla_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
+                      const cuda::DevicePlan& plan) {
+  if (count == 0) return;
+  static const bool configured = [] {
+    ATTNKIT_CUDA_CHECK(cudaFuncSetAttribute(mla_attention_kernel<T, KV, C>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(C::kSmemBytes)));
+    return true;
+  }();
+  (void)configured;
+  mla_attention_kernel<T, KV, C>
+      <<<count, kThreads, C::kSmemBytes>>>(p, items, plan.partial_o, plan.partial_lse);
+  ATTNKIT_CUDA_CHECK_LAUNCH(mla_attention_kernel);
+}
+
+template <typename T, typename KV>
+void launch_mla_cache_dtype(const PagedAttentionParams& p, const cuda::DevicePlan& plan) {
+  launch_mla_items<T, KV, MlaSmallConfig>(p, plan.small_items, plan.num_small, plan);
+  launch_mla_items<T, KV, MlaLargeConfig>(p, plan.large_items, plan.num_large, plan);
+}
+
+template <typename T>
+void launch_mla_compute_dtype(const PagedAttentionParams& p, const cuda::DevicePlan& plan) {
+  if (p.kv_dtype == ScalarType::kFp8E4M3) {
+    launch_mla_cache_dtype<T, Fp8E4M3>(p, plan);
+  } else {
+    launch_mla_cache_dtype<T, T>(p, plan);
+  }
+}
+
+// Defined in mla_attention_fp16.cu and mla_attention_bf16.cu.
+void launch_mla_fp16(const PagedAttentionParams& p, const cuda::DevicePlan& plan);
+void launch_mla_bf16(const PagedAttentionParams& p, const cuda::DevicePlan& plan);
+
+}  // namespace attnkit::cuda_mla
