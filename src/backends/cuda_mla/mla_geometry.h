@@ -47,7 +47,7 @@ inline constexpr size_t kSm80MaxSmemBytes = 166912;
 inline constexpr size_t kSm90MaxSmemBytes = 232448;
 
 template <int M_TILES, int STAGES, int K_SPLIT, int MIN_BLOCKS, int S_WARP_M_TILES, bool S_IN_PLACE,
-          bool SM90_ONLY = false>
+          bool SM90_ONLY = false, bool OVERLAP = false>
 struct MlaConfig {
   static constexpr int kMTiles = M_TILES;
   static constexpr int kRows = 16 * M_TILES;
@@ -57,6 +57,9 @@ struct MlaConfig {
   static constexpr int kSWarpMTiles = S_WARP_M_TILES;
   static constexpr bool kSInPlace = S_IN_PLACE;
   static constexpr bool kSm90Only = SM90_ONLY;
+  // Software-pipelined tile loop (three stages): the PV phase of tile t and the S phase of
+  // tile t + 1 run between the same two barriers (mla_kernel.cuh).
+  static constexpr bool kOverlap = OVERLAP;
   static constexpr int kSBuffers = S_IN_PLACE ? 1 : K_SPLIT;
   static constexpr int kMGroups = M_TILES / S_WARP_M_TILES;  // S-phase row groups
   static constexpr int kKeySlices = kWarps / (kMGroups * K_SPLIT);
@@ -74,7 +77,7 @@ struct MlaConfig {
   // CTAs busy; one is enough for the compute-bound large-row CTAs, whose 128 O
   // accumulators leave no room for a second set.
   static constexpr int kFp8Depth = M_TILES == 1 ? 2 : 1;
-  static constexpr int kFp8Loads = kKvTile * kLatentDim / 8 / kThreads;
+  static constexpr int kFp8Loads = kLatentDim / 8 / kThreadsPerKey;
 
   static constexpr size_t kQBytes = size_t{2} * kRows * kLatentDim;
   static constexpr size_t kStageBytes = size_t{2} * kKvTile * kLatentDim;
@@ -92,7 +95,9 @@ struct MlaConfig {
   static_assert(!S_IN_PLACE || K_SPLIT == 2, "in-place partials: one store, then one add");
   static_assert(kSliceKeys == 16 || kSliceKeys == 32,
                 "an S-phase warp owns one or two 16-key slices (one ldmatrix.x4 each)");
-  static_assert(kKvTile * kLatentDim / 8 % kThreads == 0, "fp8 loads split evenly");
+  static_assert(kFp8Loads * kThreadsPerKey * 8 == kLatentDim, "fp8 loads split evenly");
+  static_assert(!OVERLAP || (STAGES == 3 && kFp8Depth == 1),
+                "the pipelined loop keeps tiles t and t + 1 resident while t + 2 loads");
   static_assert((kLatentDim / 16) % K_SPLIT == 0, "the k splits must be whole k16 steps");
   static_assert(kThreadsPerRow >= 1 && kThreadsPerRow <= 32 && kKeysPerThread % 2 == 0,
                 "softmax rows are handled by 1..32 lanes of one warp, two keys at a time");
@@ -115,10 +120,11 @@ using MlaSmallConfig = MlaConfig<1, 2, 4, 2, 1, false>;
 using MlaLargeConfig = MlaConfig<4, 2, 2, 1, 2, true>;
 // sm_90's large-row configuration: the same 64 rows, but each S-phase warp owns 32 rows x
 // all 32 keys x a quarter of the dims (2 row groups x 4 dim quarters), so it reads 18 KiB
-// of fragments per tile instead of 27 KiB and runs eight mma chains; the four partial
-// score buffers (40 KiB) also remove the in-place add and its barrier. About 190 KiB: only
+// of fragments per tile instead of 27 KiB and runs eight mma chains; four partial score
+// buffers (40 KiB) remove the in-place add and its barrier; a third stage lets the tile
+// loop overlap PV(t) with S(t + 1) (two barriers per tile instead of four). 226 KiB: only
 // sm_90's shared memory holds it, one CTA per SM like MlaLargeConfig.
-using MlaLargeSm90Config = MlaConfig<4, 2, 4, 1, 2, false, true>;
+using MlaLargeSm90Config = MlaConfig<4, 3, 4, 1, 2, false, true, true>;
 static_assert(MlaLargeSm90Config::kRows == MlaLargeConfig::kRows &&
                   MlaLargeSm90Config::kCtasPerSm90 == MlaLargeConfig::kCtasPerSm90,
               "the planner sizes large-row work the same for both configurations");

@@ -267,6 +267,10 @@ TEST(CudaMlaGeometry, Sm90LargeConfigNeedsHopperSharedMemoryAndMatchesThePlanner
   EXPECT_EQ(Sm90::kSliceKeys, cuda_mla::kKvTile);
   EXPECT_EQ(Sm90::kKSteps, 9);
   EXPECT_EQ(Sm90::kSBuffers, 4);
+  EXPECT_TRUE(Sm90::kOverlap);
+  EXPECT_EQ(Sm90::kStages, 3);
+  EXPECT_FALSE(cuda_mla::MlaLargeConfig::kOverlap);
+  EXPECT_FALSE(cuda_mla::MlaSmallConfig::kOverlap);
 }
 
 TEST(CudaMlaGeometry, Fp8RegisterPipelineCoversATileEvenly) {
