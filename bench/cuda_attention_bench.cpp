@@ -2,7 +2,10 @@
 // forward, cache update included) on the decode and prefill shapes of issue 8, against the
 // device-to-device copy bandwidth measured in the same run.
 //
-//   cuda_attention_bench [--json FILE] [--quick]
+//   cuda_attention_bench [--json FILE] [--quick] [--only TEXT]
+//
+// --only runs just the shapes whose name contains TEXT (e.g. "decode b64 s2048"), for
+// profiling one shape under ncu.
 //
 // Decode reports GB/s (K/V bytes read once + q/out) and % of copy bandwidth; prefill
 // reports TFLOP/s with 4*b*h*s*s*d FLOPs, halved for causal. Inputs are random bf16; each
@@ -226,9 +229,11 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
 int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -254,13 +259,20 @@ int main(int argc, char** argv) {
     decode.resize(2);
     prefill.resize(2);
   }
+  auto selected = [&](const Shape& s) {
+    return only.empty() || s.name().find(only) != std::string::npos;
+  };
   std::vector<Result> results;
   for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
-    for (const Shape& s : decode) results.push_back(run_shape(backend, s, copy_gbs, rng));
+    for (const Shape& s : decode) {
+      if (selected(s)) results.push_back(run_shape(backend, s, copy_gbs, rng));
+    }
   }
-  for (const Shape& s : prefill) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng));
+  for (const Shape& s : prefill) {
+    if (selected(s)) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng));
+  }
   // CUDA_PAGED prefill runs on CUDA cores: one shape, to place it.
-  results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng));
+  if (selected(prefill[0])) results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng));
 
   std::printf("\n%-34s %-11s %10s %9s %7s %9s\n", "shape", "backend", "ms", "GB/s", "%copy",
               "TFLOP/s");

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -29,7 +31,35 @@ struct XorShift {
   }
 };
 
-void fill_random(std::vector<uint8_t>& buf, ScalarType type, uint64_t seed) {
+// A zero-filled byte buffer aligned like the library's KV cache storage (256 bytes), so
+// rows start on cache lines as they do in a real cache (a plain std::vector is only 16-byte
+// aligned, which makes every 64-byte vector load of a row straddle two cache lines).
+class AlignedBytes {
+ public:
+  static constexpr size_t kAlign = 256;
+  AlignedBytes() = default;
+  explicit AlignedBytes(size_t n) { resize(n); }
+  void resize(size_t n) {
+    const size_t rounded = std::max<size_t>((n + kAlign - 1) / kAlign * kAlign, kAlign);
+    void* p = std::aligned_alloc(kAlign, rounded);
+    if (p == nullptr) throw Error(ErrorCode::kInternal, "benchmark buffer allocation failed");
+    std::memset(p, 0, rounded);
+    data_.reset(static_cast<uint8_t*>(p));
+    size_ = n;
+  }
+  uint8_t* data() { return data_.get(); }
+  const uint8_t* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
+  size_t size_ = 0;
+};
+
+void fill_random(AlignedBytes& buf, ScalarType type, uint64_t seed) {
   XorShift rng{seed * 0x9E3779B97F4A7C15ull + 1};
   const size_t n = buf.size() / size_of(type);
   if (type == ScalarType::kBFloat16) {
@@ -61,13 +91,12 @@ struct StepInputs {
   AttentionLayerParams layer;
   CommonAttentionMetadata common;
   ScalarType dt = ScalarType::kBFloat16, kt = ScalarType::kBFloat16;
-  std::vector<uint8_t> q, out, key, value;
-  std::vector<std::vector<uint8_t>> k_layers, v_layers;
+  AlignedBytes q, out, key, value;
+  std::vector<AlignedBytes> k_layers, v_layers;
   int64_t num_blocks = 0;
 
   StepInputs(const BenchShape& s, KvLayout layout, bool allocate_cache = true);
-  TensorView tensor(std::vector<uint8_t>& b, ScalarType t, int64_t n0, int64_t n1,
-                    int64_t n2) const {
+  TensorView tensor(AlignedBytes& b, ScalarType t, int64_t n0, int64_t n1, int64_t n2) const {
     return TensorView::contiguous(b.data(), t, {n0, n1, n2});
   }
   KvCacheTensors cache(size_t layer_index, KvLayout layout, int heads, int d) {
@@ -75,7 +104,7 @@ struct StepInputs {
     c.layout = layout;
     c.block_size = common.block_size;
     const int64_t bs = common.block_size;
-    auto view = [&](std::vector<uint8_t>& b) {
+    auto view = [&](AlignedBytes& b) {
       return layout == KvLayout::kHND
                  ? TensorView::contiguous(b.data(), kt, {num_blocks, heads, bs, d})
                  : TensorView::contiguous(b.data(), kt, {num_blocks, bs, heads, d});
@@ -275,6 +304,7 @@ Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
   Timing t;
   t.median_us = median(us);
   t.median_cpu_us = median(cpu_us);
+  t.min_cpu_us = *std::min_element(cpu_us.begin(), cpu_us.end());
   t.min_us = *std::min_element(us.begin(), us.end());
   t.repeats = static_cast<int>(us.size());
   t.layers = static_cast<int>(layers);
@@ -286,8 +316,8 @@ namespace {
 // The straightforward implementation the benchmark compares against: one query and head
 // at a time, scalar loops, scores materialised, two-pass softmax.
 template <class Load>
-void scalar_attention(const BenchShape& s, const StepInputs& in, const std::vector<uint8_t>& kc,
-                      const std::vector<uint8_t>& vc, Load load, std::vector<float>& out) {
+void scalar_attention(const BenchShape& s, const StepInputs& in, const AlignedBytes& kc,
+                      const AlignedBytes& vc, Load load, std::vector<float>& out) {
   const int H = s.num_heads, KV = s.num_kv_heads, d = s.head_size, bs = s.block_size;
   const int group = H / KV;
   std::vector<float> q(static_cast<size_t>(d)), score;
@@ -348,7 +378,7 @@ Timing time_scalar_baseline(const BenchShape& shape, const TimingOptions& option
     if (in.kt == ScalarType::kBFloat16) {
       scalar_attention(
           s, in, in.k_layers[l], in.v_layers[l],
-          [](const std::vector<uint8_t>& b, int64_t i) {
+          [](const AlignedBytes& b, int64_t i) {
             return bf16_bits_to_float(reinterpret_cast<const uint16_t*>(b.data())[i]);
           },
           out);
@@ -357,7 +387,7 @@ Timing time_scalar_baseline(const BenchShape& shape, const TimingOptions& option
       const float ks = in.layer.k_scale;
       scalar_attention(
           s, in, in.k_layers[l], in.v_layers[l],
-          [kt, ks](const std::vector<uint8_t>& b, int64_t i) {
+          [kt, ks](const AlignedBytes& b, int64_t i) {
             return load_as_float(b.data(), kt, i) * ks;
           },
           out);
@@ -400,6 +430,17 @@ BenchReport make_report(const BenchShape& shape, const Timing& timing,
                                    ? ceilings.bf16_dot_gflop_per_s
                                    : ceilings.fma_gflop_per_s;
   r.flop_ratio = r.flop_ceiling_gflop_per_s > 0 ? r.gflop_per_s / r.flop_ceiling_gflop_per_s : 0.0;
+  if (timing.min_cpu_us > 0) {
+    const double cpu_seconds = timing.min_cpu_us * 1e-6 / std::max(ceilings.threads, 1);
+    r.kv_gb_per_s_cpu = w.kv_bytes / cpu_seconds / 1e9;
+    r.gflop_per_s_cpu = w.flops / cpu_seconds / 1e9;
+    const double flop_cpu = bf16 && ceilings.bf16_dot_gflop_per_s_cpu > 0
+                                ? ceilings.bf16_dot_gflop_per_s_cpu
+                                : ceilings.fma_gflop_per_s_cpu;
+    r.read_ratio_cpu =
+        ceilings.read_gb_per_s_cpu > 0 ? r.kv_gb_per_s_cpu / ceilings.read_gb_per_s_cpu : 0.0;
+    r.flop_ratio_cpu = flop_cpu > 0 ? r.gflop_per_s_cpu / flop_cpu : 0.0;
+  }
   return r;
 }
 

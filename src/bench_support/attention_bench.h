@@ -57,6 +57,7 @@ struct Timing {
   double median_us = 0.0;
   double min_us = 0.0;
   double median_cpu_us = 0.0;  // process CPU time (all threads) of the median-time repeat
+  double min_cpu_us = 0.0;     // least process CPU time (all threads) of any repeat
   int repeats = 0;
   int layers = 1;  // KV replicas rotated through
 };
@@ -84,6 +85,10 @@ struct BenchReport {
   double read_ratio = 0.0;                // kv_gb_per_s / measured read bandwidth
   double flop_ceiling_gflop_per_s = 0.0;  // bf16-dot ceiling for bf16 x bf16, else FMA
   double flop_ratio = 0.0;
+  // The same by CPU time (least CPU time of a repeat, per thread) against the ceilings'
+  // CPU-time rates: what the ratios would be on an otherwise idle machine.
+  double kv_gb_per_s_cpu = 0.0, gflop_per_s_cpu = 0.0;
+  double read_ratio_cpu = 0.0, flop_ratio_cpu = 0.0;
 };
 struct MachineCeilings;
 BenchReport make_report(const BenchShape& shape, const Timing& timing,

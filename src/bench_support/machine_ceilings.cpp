@@ -1,6 +1,7 @@
 #include "bench_support/machine_ceilings.h"
 
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -30,6 +31,21 @@ volatile double g_sink = 0.0;
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Best rate over repeats by wall clock and by CPU time per thread.
+struct Rates {
+  double wall = 0.0, cpu = 0.0;
+  void add(double work, double wall_s, double cpu_s, int threads) {
+    wall = std::max(wall, work / wall_s);
+    if (cpu_s > 0) cpu = std::max(cpu, work / (cpu_s / threads));
+  }
+};
 
 #if defined(__x86_64__)
 // Sums 64-byte lines with 4 independent accumulators: bound by memory, not by the adds.
@@ -109,23 +125,33 @@ double fma_loop_scalar(int64_t iters) {
 
 // FLOP/s of `loop` on all threads: each thread runs `iters` iterations.
 template <class F>
-double flops_on_threads(int threads, int64_t iters, double flop_per_iter, F loop) {
-  double best = 0.0;
+Rates flops_on_threads(int threads, int64_t iters, double flop_per_iter, F loop) {
+  Rates best;
   for (int rep = 0; rep < 3; ++rep) {
     double sink = 0.0;
+    const double c0 = process_cpu_seconds();
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
     sink += loop(iters);
     const double s = seconds_since(t0);
     g_sink = sink;
-    best = std::max(best, flop_per_iter * static_cast<double>(iters) * threads / s);
+    best.add(flop_per_iter * static_cast<double>(iters) * threads, s, process_cpu_seconds() - c0,
+             threads);
   }
   return best;
 }
 
+Rates read_rates(int threads, size_t bytes, int repeats);
+
 }  // namespace
 
 double measure_read_bandwidth(int threads, size_t bytes, int repeats) {
+  return read_rates(threads, bytes, repeats).wall / 1e9;
+}
+
+namespace {
+
+Rates read_rates(int threads, size_t bytes, int repeats) {
   const size_t n = bytes / sizeof(float);
   // 64-byte aligned, first-touched by the threads that will read it.
   std::vector<float> storage(n + 16);
@@ -135,9 +161,10 @@ double measure_read_bandwidth(int threads, size_t bytes, int repeats) {
 #if defined(__x86_64__)
   const bool avx2 = detect_cpu_features().avx2;
 #endif
-  double best = 0.0;
+  Rates best;
   for (int rep = 0; rep < repeats; ++rep) {
     float total = 0.0f;
+    const double c0 = process_cpu_seconds();
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
@@ -152,32 +179,43 @@ double measure_read_bandwidth(int threads, size_t bytes, int repeats) {
     }
     const double s = seconds_since(t0);
     g_sink = total;
-    best = std::max(best, static_cast<double>(n / 32 * 32) * sizeof(float) / s / 1e9);
+    best.add(static_cast<double>(n / 32 * 32) * sizeof(float), s, process_cpu_seconds() - c0,
+             threads);
   }
   return best;
 }
 
+}  // namespace
+
 MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes) {
   MachineCeilings c;
   c.threads = threads;
-  c.read_gb_per_s = measure_read_bandwidth(threads, read_bytes);
+  const Rates read = read_rates(threads, read_bytes, 5);
+  c.read_gb_per_s = read.wall / 1e9;
+  c.read_gb_per_s_cpu = read.cpu / 1e9;
+  auto set_fma = [&c](Rates r) {
+    c.fma_gflop_per_s = r.wall / 1e9;
+    c.fma_gflop_per_s_cpu = r.cpu / 1e9;
+  };
   const int64_t iters = 20'000'000;
 #if defined(__x86_64__)
   const CpuFeatures f = detect_cpu_features();
   if (f.avx512f) {
     c.fma_isa = "avx512";
-    c.fma_gflop_per_s = flops_on_threads(threads, iters, 12 * 32.0, fma_loop_avx512) / 1e9;
+    set_fma(flops_on_threads(threads, iters, 12 * 32.0, fma_loop_avx512));
   } else if (f.avx2 && f.fma) {
     c.fma_isa = "avx2";
-    c.fma_gflop_per_s = flops_on_threads(threads, iters, 12 * 16.0, fma_loop_avx2) / 1e9;
+    set_fma(flops_on_threads(threads, iters, 12 * 16.0, fma_loop_avx2));
   } else {
-    c.fma_gflop_per_s = flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar) / 1e9;
+    set_fma(flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar));
   }
   if (f.avx512_bf16) {
-    c.bf16_dot_gflop_per_s = flops_on_threads(threads, iters, 12 * 64.0, bf16_dot_loop) / 1e9;
+    const Rates r = flops_on_threads(threads, iters, 12 * 64.0, bf16_dot_loop);
+    c.bf16_dot_gflop_per_s = r.wall / 1e9;
+    c.bf16_dot_gflop_per_s_cpu = r.cpu / 1e9;
   }
 #else
-  c.fma_gflop_per_s = flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar) / 1e9;
+  set_fma(flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar));
 #endif
   return c;
 }

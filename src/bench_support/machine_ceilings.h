@@ -5,6 +5,10 @@
 //     caches, on all threads;
 //   - FLOP ceilings: register-resident loops of independent fp32 FMAs, and of avx512_bf16
 //     dot products (vdpbf16ps, 64 FLOP each), on all threads.
+// Each is also measured per CPU-second ("_cpu": work / (process CPU time / threads)), which
+// a machine shared with other jobs does not depress the way it depresses wall-clock rates:
+// a benchmark's CPU-time rate over these is a ratio both sides of which exclude the time
+// the threads waited for a core.
 
 #include <cstddef>
 
@@ -16,6 +20,10 @@ struct MachineCeilings {
   double fma_gflop_per_s = 0.0;       // fp32 FMA, 2 FLOP per lane
   double bf16_dot_gflop_per_s = 0.0;  // 0 when the CPU has no avx512_bf16
   const char* fma_isa = "scalar";     // the ISA the FMA loop ran with
+  // The same per CPU-second of each thread (see above).
+  double read_gb_per_s_cpu = 0.0;
+  double fma_gflop_per_s_cpu = 0.0;
+  double bf16_dot_gflop_per_s_cpu = 0.0;
 };
 
 // Measures all ceilings with `threads` OpenMP threads; the read buffer is `read_bytes`.

@@ -11,7 +11,10 @@
 //      scale, soft-cap and mask are applied to that vector;
 //   2. online softmax per row: running max m, running sum l, rescale factor alpha;
 //   3. values: o[r] = alpha[r] o[r] + sum_j p[r][j] v_j in register blocks of 4 rows x 4
-//      vectors, so each loaded (converted) value vector serves 4 rows.
+//      vectors, so each loaded (converted) value vector serves 4 rows. On the bf16-dot path
+//      (bf16 queries and cache, avx512_bf16) p is rounded to bf16 and the value tile is
+//      interleaved by key pairs, so one dot_bf16 adds two keys' contributions (half the
+//      instructions of fp32 FMAs, no conversion of V to fp32).
 // K/V are read from the cache once per tile and reused by all R rows from L1 (GQA packing).
 // Key tiles outside the union of the rows' visible intervals are never visited (causal,
 // sliding-window and chunked-local skipping).
@@ -31,6 +34,17 @@
 // Requires `Ops` (the SIMD interface) declared in the including namespace.
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Key tiles ahead whose rows the bf16-dot path prefetches (into L2) while it works on the
+// current tile. Paged rows of one head are scattered (blocks in any order, rows of other
+// heads in between), which the hardware prefetchers do not follow; spreading one
+// prefetch per cache line over the tile's loads (instead of one burst per tile) keeps the
+// core's miss queue busy without overflowing it. Two tiles of 16 keys ahead is ~16 KiB
+// for d128 at bf16, enough to cover DRAM latency at this rate.
+#ifndef PF_TILES
+#define PF_TILES 4
+#endif
+constexpr int kPrefetchTiles = PF_TILES;
 
 template <class Tag>
 const typename Tag::Storage* typed(const void* p) {
@@ -103,12 +117,13 @@ class ItemKernel {
       : p_(p), partials_(partials) {
     const attnkit::cpu::ScratchLayout s =
         attnkit::cpu::scratch_layout(plan.max_rows, plan.head_size, plan.head_size_v);
-    q_ = scratch + s.q;
-    o_ = scratch + s.o;
-    pr_ = scratch + s.p;
-    m_ = scratch + s.m;
-    l_ = scratch + s.l;
-    alpha_ = scratch + s.alpha;
+    q_base_ = scratch + s.q;
+    o_base_ = scratch + s.o;
+    pr_base_ = scratch + s.p;
+    m_base_ = scratch + s.m;
+    l_base_ = scratch + s.l;
+    alpha_base_ = scratch + s.alpha;
+    select_head(0, 0);
     kf_ = scratch + s.kf;
     vf_ = scratch + s.vf;
     group_ = p.num_heads / p.num_kv_heads;
@@ -128,11 +143,15 @@ class ItemKernel {
     const int tokens = it.q_end - it.q_begin;
     const int rows = tokens * group_;
     const int64_t tok0 = p_.query_start_loc[seq] + it.q_begin;
-    load_queries(it, tok0, rows);
-    for (int r = 0; r < rows; ++r) {
-      m_[r] = kNegInf;
-      l_[r] = 0.0f;
-      std::fill(o_ + int64_t{r} * dv_, o_ + int64_t{r + 1} * dv_, 0.0f);
+    const int heads = it.num_kv_heads;
+    for (int h = 0; h < heads; ++h) {
+      select_head(h, rows);
+      load_queries(it.kv_head + h, tok0, rows);
+      for (int r = 0; r < rows; ++r) {
+        m_[r] = kNegInf;
+        l_[r] = 0.0f;
+        std::fill(o_ + int64_t{r} * dv_, o_ + int64_t{r + 1} * dv_, 0.0f);
+      }
     }
     for (int t = 0; t < tokens; ++t) {
       intervals_[t] = attnkit::cpu::visible_keys(mask_, q_len, kv_len, it.q_begin + t);
@@ -141,23 +160,53 @@ class ItemKernel {
     const int k_hi = std::min(it.k_end - 1, intervals_[tokens - 1].hi);
     for (int kt = k_lo; kt <= k_hi; kt += L) {
       const int n = std::min(L, k_hi - kt + 1);
-      // Prefetch the tile after next: paged rows of one head are strided across pages, which
-      // the hardware prefetchers do not follow, so without this each tile waits on memory.
-      if (kt + 2 * L <= k_hi)
-        prefetch_keys(seq, it.kv_head, kt + 2 * L, std::min(L, k_hi - kt - 2 * L + 1));
-      locate_keys(seq, it.kv_head, kt, n);
-      scores_and_softmax(rows, kt, n, k_lo, k_hi);
-      accumulate_values(rows, n);
+      const int pf_kt = kt + kPrefetchTiles * L;
+      // A head-packed item visits the tile of every head in turn, so together they read
+      // each block of the cache whole.
+      for (int h = 0; h < heads; ++h) {
+        const int kv_head = it.kv_head + h;
+        select_head(h, rows);
+        if constexpr (kDot) {
+          // The rows of a later tile, prefetched line by line inside the loops below.
+          npf_ = pf_kt <= k_hi ? std::min(L, k_hi - pf_kt + 1) : 0;
+          if (npf_ > 0) locate_keys(seq, kv_head, pf_kt, npf_, kpf_, vpf_);
+        } else if (pf_kt <= k_hi) {
+          // Paged rows of one head are strided across pages, which the hardware
+          // prefetchers do not follow, so without this each tile waits on memory.
+          prefetch_keys(seq, kv_head, pf_kt, std::min(L, k_hi - pf_kt + 1));
+        }
+        locate_keys(seq, kv_head, kt, n, kp_, vp_);
+        scores_and_softmax(rows, kt, n, k_lo, k_hi);
+        accumulate_values(rows, n);
+      }
     }
-    finish(it, tok0, rows);
+    for (int h = 0; h < heads; ++h) {
+      select_head(h, rows);
+      finish(it, h, tok0, rows);
+    }
   }
 
  private:
-  void load_queries(const attnkit::cpu::FlashWorkItem& it, int64_t tok0, int rows) {
+  // Points q_, o_, pr_, m_, l_, alpha_ at the rows of the item's head h (rows per head).
+  void select_head(int h, int rows) {
+    const int64_t r0 = int64_t{h} * rows;
+    if constexpr (kDot) {  // q holds raw bf16 rows
+      q_ = reinterpret_cast<float*>(reinterpret_cast<uint16_t*>(q_base_) + r0 * d_);
+    } else {
+      q_ = q_base_ + r0 * d_;
+    }
+    o_ = o_base_ + r0 * dv_;
+    pr_ = pr_base_ + r0 * attnkit::cpu::kMaxTileKeys;
+    m_ = m_base_ + r0;
+    l_ = l_base_ + r0;
+    alpha_ = alpha_base_ + r0;
+  }
+
+  void load_queries(int kv_head, int64_t tok0, int rows) {
     const int64_t qsize = element_size(p_.q_dtype);
     for (int r = 0; r < rows; ++r) {
       const int t = r / group_;
-      const int h = it.kv_head * group_ + r % group_;
+      const int h = kv_head * group_ + r % group_;
       const char* src = static_cast<const char*>(p_.q) +
                         ((tok0 + t) * p_.q_token_stride + int64_t{h} * p_.q_head_stride) * qsize;
       if constexpr (kDot) {
@@ -197,8 +246,8 @@ class ItemKernel {
     }
   }
 
-  // Fills kp_/vp_ with the storage addresses of keys kt .. kt+n-1 of (seq, kv_head).
-  void locate_keys(int seq, int kv_head, int kt, int n) {
+  // Fills kp/vp with the storage addresses of keys kt .. kt+n-1 of (seq, kv_head).
+  void locate_keys(int seq, int kv_head, int kt, int n, const Storage** kp, const Storage** vp) {
     const auto* kbase =
         static_cast<const Storage*>(p_.k_cache) + int64_t{kv_head} * p_.k_head_stride;
     const auto* vbase =
@@ -209,8 +258,8 @@ class ItemKernel {
       int off = kt % p_.block_size;
       for (int j = 0; j < n; ++j) {
         const int64_t blk = bt[b];
-        kp_[j] = kbase + blk * p_.k_block_stride + off * p_.k_token_stride;
-        vp_[j] = vbase + blk * p_.v_block_stride + off * p_.v_token_stride;
+        kp[j] = kbase + blk * p_.k_block_stride + off * p_.k_token_stride;
+        vp[j] = vbase + blk * p_.v_block_stride + off * p_.v_token_stride;
         if (++off == p_.block_size) {
           off = 0;
           ++b;
@@ -219,16 +268,46 @@ class ItemKernel {
     } else {
       const int64_t row0 = int64_t{p_.kv_start_loc[seq]} + kt;
       for (int j = 0; j < n; ++j) {
-        kp_[j] = kbase + (row0 + j) * p_.k_token_stride;
-        vp_[j] = vbase + (row0 + j) * p_.v_token_stride;
+        kp[j] = kbase + (row0 + j) * p_.k_token_stride;
+        vp[j] = vbase + (row0 + j) * p_.v_token_stride;
       }
     }
   }
 
   // Scores of every row against the n keys of the tile, and the online-softmax update.
   void scores_and_softmax(int rows, int kt, int n, int k_lo, int k_hi) {
-    const float* krow[L];
-    if constexpr (!kDot) {
+    if constexpr (kDot) {
+      // Lanes past n are masked in softmax_row; their keys read key 0's row meanwhile.
+      for (int j = n; j < L; ++j) kp_[j] = kp_[0];
+      if (rows >= 8) {
+        // Enough rows to pay for transposing the key tile once (no per-row reductions).
+        if (npf_ > 0) {
+          transpose_keys<true>();
+        } else {
+          transpose_keys<false>();
+        }
+        for (int r0 = 0; r0 < rows; r0 += 8) {
+          const int nr = std::min(8, rows - r0);
+          V s[8];
+          qk_transposed(r0, nr, s);
+          softmax_rows8(r0, nr, s, kt, n, k_lo, k_hi);
+        }
+        return;
+      }
+      for (int r0 = 0; r0 < rows; r0 += 4) {
+        const int nr = std::min(4, rows - r0);
+        V s[4];
+        // The first row block also prefetches the later tile's keys, one line per key and
+        // step of the head dimension.
+        if (r0 == 0 && npf_ > 0) {
+          qk_block<true>(r0, nr, s);
+        } else {
+          qk_block<false>(r0, nr, s);
+        }
+        for (int rr = 0; rr < nr; ++rr) softmax_row(r0 + rr, s[rr], kt, n, k_lo, k_hi);
+      }
+    } else {
+      const float* krow[L];
       for (int j = 0; j < n; ++j) {
         if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
           krow[j] = kp_[j];
@@ -238,41 +317,14 @@ class ItemKernel {
           krow[j] = dst;
         }
       }
-    }
-    const V vscale = Ops::set1(score_scale_);
-    const bool capped = p_.soft_cap > 0.0f;
-    const V cap = Ops::set1(p_.soft_cap);
-    const V inv_cap = Ops::set1(capped ? 1.0f / p_.soft_cap : 0.0f);
-    for (int r = 0; r < rows; ++r) {
-      const attnkit::cpu::KeyInterval& iv = intervals_[r / group_];
-      const int lo = std::max(iv.lo, k_lo) - kt;
-      const int hi = std::min({iv.hi, k_hi, kt + n - 1}) - kt;
-      float* prow = pr_ + int64_t{r} * attnkit::cpu::kMaxTileKeys;
-      if (lo > hi) {  // this row sees no key of the tile
-        Ops::store(prow, Ops::zero());
-        alpha_[r] = 1.0f;
-        continue;
-      }
-      V acc[L];
-      for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
-      if constexpr (kDot) {
-        const uint16_t* qrow = reinterpret_cast<const uint16_t*>(q_) + int64_t{r} * d_;
-        int c = 0;
-        for (; c + 32 <= d_; c += 32) {
-          const auto qv = Ops::load_bf16_pairs(qrow + c);
-#pragma GCC unroll 16
-          for (int j = 0; j < L; ++j) {
-            if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_pairs(kp_[j] + c));
-          }
+      for (int r = 0; r < rows; ++r) {
+        const KeyRange kr = key_range(r, kt, n, k_lo, k_hi);
+        if (kr.lo > kr.hi) {  // this row sees no key of the tile: skip the dot products
+          softmax_row(r, Ops::zero(), kt, n, k_lo, k_hi);
+          continue;
         }
-        if (c < d_) {  // a last 16 elements
-          const auto qv = Ops::load_bf16_half(qrow + c);
-#pragma GCC unroll 16
-          for (int j = 0; j < L; ++j) {
-            if (j < n) acc[j] = Ops::dot_bf16(acc[j], qv, Ops::load_bf16_half(kp_[j] + c));
-          }
-        }
-      } else {
+        V acc[L];
+        for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
         const float* qrow = q_ + int64_t{r} * d_;
         for (int c = 0; c < d_; c += L) {
           const V qv = Ops::load(qrow + c);
@@ -281,19 +333,191 @@ class ItemKernel {
             if (j < n) acc[j] = Ops::fmadd(qv, Ops::load(krow[j] + c), acc[j]);
           }
         }
+        softmax_row(r, Ops::reduce_lanes(acc), kt, n, k_lo, k_hi);
       }
-      V s = Ops::mul(Ops::reduce_lanes(acc), vscale);
-      if (capped) s = Ops::mul(cap, Ops::tanh(Ops::mul(s, inv_cap)));
-      if (lo > 0 || hi < L - 1) s = Ops::mask_range(s, lo, hi);
-      const float m_old = m_[r];
-      const float m_new = std::max(m_old, Ops::hmax(s));
-      const V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
-      const float alpha = m_new == m_old ? 1.0f : std::exp(m_old - m_new);
-      l_[r] = l_[r] * alpha + Ops::hsum(pv);
-      m_[r] = m_new;
-      alpha_[r] = alpha;
+    }
+  }
+
+  struct KeyRange {
+    int lo, hi;  // lanes of the tile row r sees (lo > hi: none)
+  };
+  KeyRange key_range(int r, int kt, int n, int k_lo, int k_hi) const {
+    const attnkit::cpu::KeyInterval& iv = intervals_[r / group_];
+    return {std::max(iv.lo, k_lo) - kt, std::min({iv.hi, k_hi, kt + n - 1}) - kt};
+  }
+
+  // Online-softmax update of row r with its raw dot products `dots` (lane j = key kt + j):
+  // scale, soft-cap, mask; new running max and sum; p to pr_ (bf16 on the dot path).
+  void softmax_row(int r, V dots, int kt, int n, int k_lo, int k_hi) {
+    const KeyRange kr = key_range(r, kt, n, k_lo, k_hi);
+    float* prow = pr_ + int64_t{r} * attnkit::cpu::kMaxTileKeys;
+    if (kr.lo > kr.hi) {  // this row sees no key of the tile
+      Ops::store(prow, Ops::zero());
+      alpha_[r] = 1.0f;
+      return;
+    }
+    V s = Ops::mul(dots, Ops::set1(score_scale_));
+    if (p_.soft_cap > 0.0f) {
+      const V cap = Ops::set1(p_.soft_cap);
+      s = Ops::mul(cap, Ops::tanh(Ops::mul(s, Ops::set1(1.0f / p_.soft_cap))));
+    }
+    if (kr.lo > 0 || kr.hi < L - 1) s = Ops::mask_range(s, kr.lo, kr.hi);
+    const float m_old = m_[r];
+    const float m_new = std::max(m_old, Ops::hmax(s));
+    V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
+    const float alpha = m_new == m_old ? 1.0f : std::exp(m_old - m_new);
+    if constexpr (kDot) {
+      // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
+      Ops::store_bf16(reinterpret_cast<uint16_t*>(prow), pv);
+      pv = Ops::round_to_bf16(pv);
+    } else {
       Ops::store(prow, pv);
     }
+    l_[r] = l_[r] * alpha + Ops::hsum(pv);
+    m_[r] = m_new;
+    alpha_[r] = alpha;
+  }
+
+  // The key tile transposed for qk_transposed, at kf_: [head_size / 2 pairs][16 keys] of
+  // 32-bit bf16 pairs, so vector c holds pair c of every key. kPrefetch: also prefetch, line
+  // by line, the keys of the tile kPrefetchTiles ahead.
+  template <bool kPrefetch>
+  void transpose_keys() {
+    using BV = typename Ops::BV;
+    auto* kt = reinterpret_cast<uint16_t*>(kf_);
+    for (int c = 0; c < d_; c += 32) {
+      const bool full = c + 32 <= d_;  // else 16 elements (8 pairs) are left
+      BV key_rows[16], pair_cols[16];
+#pragma GCC unroll 16
+      for (int j = 0; j < 16; ++j) {
+        key_rows[j] = full ? Ops::load_bf16_pairs(kp_[j] + c) : Ops::load_bf16_half(kp_[j] + c);
+        if constexpr (kPrefetch) {
+          if (j < npf_) __builtin_prefetch(kpf_[j] + c, 0, 2);
+        }
+      }
+      Ops::transpose16(key_rows, pair_cols);
+      const int pairs = full ? 16 : 8;
+      for (int i = 0; i < pairs; ++i) std::memcpy(kt + (c + 2 * i) * 16, &pair_cols[i], sizeof(BV));
+    }
+  }
+
+  // softmax_row for rows r0 .. r0+nr-1 (nr <= 8) at once: the row maxima and sums come from
+  // one transposed reduction each (lane rr = row r0 + rr) and the rescale factors from one
+  // vector exp, instead of two horizontal reductions and a scalar exp per row.
+  void softmax_rows8(int r0, int nr, V* s, int kt, int n, int k_lo, int k_hi) {
+    const V vscale = Ops::set1(score_scale_);
+    const V neg_inf = Ops::set1(kNegInf);
+    V red[16];
+    for (int rr = 0; rr < 8; ++rr) {
+      const KeyRange kr = key_range(r0 + rr, kt, n, k_lo, k_hi);
+      if (rr >= nr || kr.lo > kr.hi) {  // no row, or a row that sees no key of the tile
+        s[rr] = neg_inf;
+      } else {
+        V x = Ops::mul(s[rr], vscale);
+        if (p_.soft_cap > 0.0f) {
+          const V cap = Ops::set1(p_.soft_cap);
+          x = Ops::mul(cap, Ops::tanh(Ops::mul(x, Ops::set1(1.0f / p_.soft_cap))));
+        }
+        if (kr.lo > 0 || kr.hi < L - 1) x = Ops::mask_range(x, kr.lo, kr.hi);
+        s[rr] = x;
+      }
+      red[rr] = s[rr];
+      red[8 + rr] = neg_inf;
+    }
+    const V m_old = Ops::load_n(m_ + r0, nr, kNegInf);
+    const V m_new = Ops::max(m_old, Ops::reduce_lanes_max(red));
+    // A row with no visible key so far keeps m = -inf; exp(-inf - 0) = 0 gives it p = 0.
+    const V base = Ops::select_eq(m_new, neg_inf, Ops::zero(), m_new);
+    const V alpha = Ops::select_eq(m_new, m_old, Ops::set1(1.0f), Ops::exp(Ops::sub(m_old, base)));
+    for (int rr = 0; rr < 8; ++rr) {
+      if (rr < nr) {
+        V pv = Ops::exp(Ops::sub(s[rr], Ops::lane(base, rr)));
+        // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
+        Ops::store_bf16(
+            reinterpret_cast<uint16_t*>(pr_ + int64_t{r0 + rr} * attnkit::cpu::kMaxTileKeys), pv);
+        red[rr] = Ops::round_to_bf16(pv);
+      } else {
+        red[rr] = Ops::zero();
+      }
+      red[8 + rr] = Ops::zero();
+    }
+    const V l_new = Ops::fmadd(Ops::load_n(l_ + r0, nr, 0.0f), alpha, Ops::reduce_lanes(red));
+    Ops::store_n(m_ + r0, m_new, nr);
+    Ops::store_n(l_ + r0, l_new, nr);
+    Ops::store_n(alpha_ + r0, alpha, nr);
+  }
+
+  // Dot products of rows r0 .. r0+nr-1 (nr <= 8) with the tile's 16 keys from the
+  // transposed tile: s[rr] += (q pair c broadcast) . (pair c of the 16 keys), lane j = key j.
+  // Eight rows give eight independent accumulation chains (covers the dot latency).
+  void qk_transposed(int r0, int nr, V* s) {
+    const auto* kt = reinterpret_cast<const uint16_t*>(kf_);
+    const uint16_t* qr[8];
+    for (int rr = 0; rr < 8; ++rr) {
+      qr[rr] = reinterpret_cast<const uint16_t*>(q_) + int64_t{r0 + (rr < nr ? rr : 0)} * d_;
+    }
+#pragma GCC unroll 8
+    for (int rr = 0; rr < 8; ++rr) s[rr] = Ops::zero();
+    for (int c = 0; c < d_; c += 2) {
+      const auto kv = Ops::load_bf16_pairs(kt + c * 16);
+#pragma GCC unroll 8
+      for (int rr = 0; rr < 8; ++rr)
+        s[rr] = Ops::dot_bf16(s[rr], Ops::broadcast_pair(qr[rr] + c), kv);
+    }
+  }
+
+  // Dot products (bf16 pairs) of rows r0 .. r0+nr-1 (nr <= 4) with the tile's 16 keys:
+  // s[rr] lane j = q_{r0+rr} . k_j. Computed in groups of 4 keys x 4 rows (16 accumulators),
+  // so each loaded key vector serves 4 rows and each query vector 4 keys; each group is
+  // folded by reduce_lanes (lane 4 rr + kk = row rr, key kk) and a 4x4 transpose of 128-bit
+  // blocks puts every row's 16 keys in one vector. kPrefetch: also prefetch, line by line,
+  // the keys of the tile kPrefetchTiles ahead.
+  template <bool kPrefetch>
+  void qk_block(int r0, int nr, V* s) {
+    using BV = typename Ops::BV;
+    const uint16_t* qr[4];
+    for (int rr = 0; rr < 4; ++rr) {
+      qr[rr] = reinterpret_cast<const uint16_t*>(q_) + int64_t{r0 + (rr < nr ? rr : 0)} * d_;
+    }
+    V part[4];
+    for (int g = 0; g < 4; ++g) {
+      V acc[16];
+#pragma GCC unroll 16
+      for (int i = 0; i < 16; ++i) acc[i] = Ops::zero();
+      const Storage* const* k = kp_ + 4 * g;
+      int c = 0;
+      for (; c + 32 <= d_; c += 32) {
+        BV kv[4];
+#pragma GCC unroll 4
+        for (int kk = 0; kk < 4; ++kk) {
+          kv[kk] = Ops::load_bf16_pairs(k[kk] + c);
+          if constexpr (kPrefetch) {
+            if (4 * g + kk < npf_) __builtin_prefetch(kpf_[4 * g + kk] + c, 0, 2);
+          }
+        }
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; ++rr) {
+          const BV qv = Ops::load_bf16_pairs(qr[rr] + c);
+#pragma GCC unroll 4
+          for (int kk = 0; kk < 4; ++kk)
+            acc[rr * 4 + kk] = Ops::dot_bf16(acc[rr * 4 + kk], qv, kv[kk]);
+        }
+      }
+      if (c < d_) {  // a last 16 elements
+        BV kv[4];
+#pragma GCC unroll 4
+        for (int kk = 0; kk < 4; ++kk) kv[kk] = Ops::load_bf16_half(k[kk] + c);
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; ++rr) {
+          const BV qv = Ops::load_bf16_half(qr[rr] + c);
+#pragma GCC unroll 4
+          for (int kk = 0; kk < 4; ++kk)
+            acc[rr * 4 + kk] = Ops::dot_bf16(acc[rr * 4 + kk], qv, kv[kk]);
+        }
+      }
+      part[g] = Ops::reduce_lanes(acc);
+    }
+    Ops::transpose_blocks4(part, s);
   }
 
   // o[r] = alpha[r] o[r] + sum_j p[r][j] v_j for rows r0 .. r0+nr-1 (nr <= 4) and value
@@ -366,8 +590,114 @@ class ItemKernel {
     }
   }
 
+  // The value tile interleaved by key pairs for dot_bf16, at vt_: pair q (keys 2q, 2q+1)
+  // and vector v (columns 16v .. 16v+15) hold (v_2q[c], v_2q+1[c]) for c = 16v + lane, 32
+  // bf16 per vector; an odd last key is paired with zeros. Also prefetches (into L2) the
+  // value rows of the tile kPrefetchTiles ahead, one row per pair.
+  void interleave_values(int n) {
+    using BV = typename Ops::BV;
+    auto* vt = reinterpret_cast<uint16_t*>(vf_);
+    const int vecs = dv_ / 16;
+    for (int q = 0; 2 * q < n; ++q) {
+      const Storage* a = vp_[2 * q];
+      const Storage* b = 2 * q + 1 < n ? vp_[2 * q + 1] : nullptr;
+      uint16_t* dst = vt + int64_t{q} * vecs * 32;
+      int c = 0;
+      for (; c + 32 <= dv_; c += 32) {
+        BV lo, hi;
+        Ops::interleave_bf16(Ops::load_bf16_pairs(a + c),
+                             b != nullptr ? Ops::load_bf16_pairs(b + c) : BV{}, lo, hi);
+        std::memcpy(dst + c * 2, &lo, sizeof(BV));
+        std::memcpy(dst + c * 2 + 32, &hi, sizeof(BV));
+      }
+      if (c < dv_) {
+        BV lo, hi;
+        Ops::interleave_bf16(Ops::load_bf16_half(a + c),
+                             b != nullptr ? Ops::load_bf16_half(b + c) : BV{}, lo, hi);
+        std::memcpy(dst + c * 2, &lo, sizeof(BV));
+      }
+      for (int j = 2 * q; j < std::min(2 * q + 2, npf_); ++j) {
+        const char* row = reinterpret_cast<const char*>(vpf_[j]);
+        for (int64_t byte = 0; byte < int64_t{dv_} * 2; byte += 64)
+          __builtin_prefetch(row + byte, 0, 2);
+      }
+    }
+  }
+
+  // o[r] = alpha[r] o[r] + sum_q (p[r][2q], p[r][2q+1]) . (v_2q, v_2q+1) for rows r0 ..
+  // r0+nr-1 (nr <= 4) and value vectors c0 .. c0+NC-1, from the interleaved tile.
+  template <int NC>
+  void update_block_bf16(int r0, int nr, int c0, int pairs) {
+    const auto* vt = reinterpret_cast<const uint16_t*>(vf_);
+    const int vecs = dv_ / L;
+    V acc[4][NC];
+#pragma GCC unroll 4
+    for (int rr = 0; rr < 4; ++rr) {
+      if (rr < nr) {
+        const V a = Ops::set1(alpha_[r0 + rr]);
+        const float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
+      } else {
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::zero();
+      }
+    }
+    for (int q = 0; q < pairs; ++q) {
+      typename Ops::BV vv[NC];
+#pragma GCC unroll 4
+      for (int cc = 0; cc < NC; ++cc) {
+        vv[cc] = Ops::load_bf16_pairs(vt + (int64_t{q} * vecs + c0 + cc) * 32);
+      }
+#pragma GCC unroll 4
+      for (int rr = 0; rr < 4; ++rr) {
+        if (rr < nr) {
+          const auto pb =
+              Ops::broadcast_pair(reinterpret_cast<const uint16_t*>(
+                                      pr_ + int64_t{r0 + rr} * attnkit::cpu::kMaxTileKeys) +
+                                  2 * q);
+#pragma GCC unroll 4
+          for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::dot_bf16(acc[rr][cc], pb, vv[cc]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int rr = 0; rr < 4; ++rr) {
+      if (rr < nr) {
+        float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+#pragma GCC unroll 4
+        for (int cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
+      }
+    }
+  }
+
+  void update_rows_bf16(int rows, int n) {
+    const int vecs = dv_ / L, pairs = (n + 1) / 2;
+    for (int r0 = 0; r0 < rows; r0 += 4) {
+      const int nr = std::min(4, rows - r0);
+      int c0 = 0;
+      for (; c0 + 4 <= vecs; c0 += 4) update_block_bf16<4>(r0, nr, c0, pairs);
+      switch (vecs - c0) {
+        case 3:
+          update_block_bf16<3>(r0, nr, c0, pairs);
+          break;
+        case 2:
+          update_block_bf16<2>(r0, nr, c0, pairs);
+          break;
+        case 1:
+          update_block_bf16<1>(r0, nr, c0, pairs);
+          break;
+        default:
+          break;
+      }
+    }
+  }
+
   void accumulate_values(int rows, int n) {
-    if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
+    if constexpr (kDot) {
+      interleave_values(n);
+      update_rows_bf16(rows, n);
+    } else if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
       for (int j = 0; j < n; ++j) vrow_[j] = vp_[j];
       update_rows<true>(rows, n);
     } else {
@@ -384,9 +714,10 @@ class ItemKernel {
     }
   }
 
-  void finish(const attnkit::cpu::FlashWorkItem& it, int64_t tok0, int rows) {
+  // Writes the output rows of the item's head `head` (selected), or its partial result.
+  void finish(const attnkit::cpu::FlashWorkItem& it, int head, int64_t tok0, int rows) {
     if (it.partial_offset >= 0) {  // split-KV: keep o, m, l for the merge
-      float* part = partials_ + it.partial_offset;
+      float* part = partials_ + it.partial_offset + head * it.partial_head_stride;
       std::memcpy(part, o_, sizeof(float) * static_cast<size_t>(rows) * dv_);
       std::memcpy(part + int64_t{rows} * dv_, m_, sizeof(float) * static_cast<size_t>(rows));
       std::memcpy(part + int64_t{rows} * dv_ + rows, l_, sizeof(float) * static_cast<size_t>(rows));
@@ -395,7 +726,7 @@ class ItemKernel {
     const int64_t osize = element_size(p_.q_dtype);
     for (int r = 0; r < rows; ++r) {
       const int t = r / group_;
-      const int h = it.kv_head * group_ + r % group_;
+      const int h = (it.kv_head + head) * group_ + r % group_;
       void* dst = static_cast<char*>(p_.out) +
                   ((tok0 + t) * p_.o_token_stride + int64_t{h} * p_.o_head_stride) * osize;
       const float sink = p_.sinks != nullptr ? p_.sinks[h] : kNegInf;
@@ -412,56 +743,22 @@ class ItemKernel {
 
   const attnkit::PagedAttentionParams& p_;
   float* partials_;
-  float *q_, *o_, *pr_, *m_, *l_, *alpha_, *kf_, *vf_;
+  float *q_base_, *o_base_, *pr_base_, *m_base_, *l_base_, *alpha_base_;
+  // The selected head's rows (select_head).
+  float *q_, *o_, *pr_, *m_, *l_, *alpha_;
+  float *kf_, *vf_;
   int group_ = 1, d_ = 0, dv_ = 0;
   float score_scale_ = 1.0f;
   attnkit::cpu::MaskSpec mask_;
   attnkit::cpu::KeyInterval* intervals_;
   const Storage* kp_[L];
   const Storage* vp_[L];
+  // Rows of the tile kPrefetchTiles ahead (bf16-dot path), npf_ of them.
+  const Storage* kpf_[L];
+  const Storage* vpf_[L];
+  int npf_ = 0;
   const float* vrow_[L];
 };
 
-// Combines the splits of one merge group with the log-sum-exp rule (and the sink):
-//   M = max(max_s m_s, sink), w_s = exp(m_s - M),
-//   out = v_scale * sum_s w_s o_s / (sum_s w_s l_s + exp(sink - M)).
-inline void merge_splits(const attnkit::PagedAttentionParams& p,
-                         const attnkit::cpu::FlashMergeGroup& g, const float* partials,
-                         float* tmp) {
-  constexpr int L = Ops::kLanes;
-  const int group = p.num_heads / p.num_kv_heads;
-  const int rows = (g.q_end - g.q_begin) * group;
-  const int dv = p.head_size_v;
-  const int64_t tok0 = p.query_start_loc[g.seq] + g.q_begin;
-  const int64_t osize = element_size(p.q_dtype);
-  for (int r = 0; r < rows; ++r) {
-    const int t = r / group;
-    const int h = g.kv_head * group + r % group;
-    const float sink = p.sinks != nullptr ? p.sinks[h] : kNegInf;
-    float m_all = sink;
-    for (int s = 0; s < g.num_splits; ++s) {
-      const float* part = partials + g.partial_offset + s * g.partial_stride;
-      m_all = std::max(m_all, part[int64_t{rows} * dv + r]);
-    }
-    std::fill(tmp, tmp + dv, 0.0f);
-    float denom = 0.0f;
-    if (m_all != kNegInf) {
-      for (int s = 0; s < g.num_splits; ++s) {
-        const float* part = partials + g.partial_offset + s * g.partial_stride;
-        const float m = part[int64_t{rows} * dv + r];
-        if (m == kNegInf) continue;
-        const float w = std::exp(m - m_all);
-        denom += w * part[int64_t{rows} * dv + rows + r];
-        const typename Ops::V wv = Ops::set1(w);
-        const float* orow = part + int64_t{r} * dv;
-        for (int c = 0; c < dv; c += L) {
-          Ops::store(tmp + c, Ops::fmadd(wv, Ops::load(orow + c), Ops::load(tmp + c)));
-        }
-      }
-      if (p.sinks != nullptr) denom += std::exp(sink - m_all);
-    }
-    void* dst = static_cast<char*>(p.out) +
-                ((tok0 + t) * p.o_token_stride + int64_t{h} * p.o_head_stride) * osize;
-    store_row(p.q_dtype, tmp, denom > 0.0f ? p.v_scale / denom : 0.0f, dst, dv);
-  }
-}
+// The split-KV merge pass.
+#include "backends/cpu/split_merge_impl.h"

@@ -80,7 +80,13 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
       tiles.push_back({s, q0, q1, k0, k1});
     }
   }
-  const int64_t base_items = static_cast<int64_t>(tiles.size()) * num_kv_heads;
+  // KV heads per item of a tile (head packing for decode-sized tiles, see flash_plan.h).
+  auto heads_per_item = [&](const Tile& t) {
+    const int rows = (t.q_end - t.q_begin) * group;
+    return rows <= options.max_packed_head_rows ? num_kv_heads : 1;
+  };
+  int64_t base_items = 0;
+  for (const Tile& t : tiles) base_items += num_kv_heads / heads_per_item(t);
   const int64_t target_items = int64_t{plan.num_threads} * options.target_items_per_thread;
 
   // Pass 2: split the key range of single-tile requests when there are too few items to
@@ -91,7 +97,8 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
   int max_rows = 0;
   for (const Tile& t : tiles) {
     const int rows = (t.q_end - t.q_begin) * group;
-    max_rows = std::max(max_rows, rows);
+    const int pack = heads_per_item(t);
+    max_rows = std::max(max_rows, rows * pack);
     const int q_len = query_start_loc[t.seq + 1] - query_start_loc[t.seq];
     const bool single_tile = t.q_end - t.q_begin == q_len;
     const int keys = t.k_end - t.k_begin;
@@ -105,27 +112,34 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
     const int chunk =
         splits > 1 ? static_cast<int>(round_up((keys + splits - 1) / splits, kSplitAlign)) : keys;
     if (splits > 1) splits = (keys + chunk - 1) / chunk;
-    for (int h = 0; h < num_kv_heads; ++h) {
-      plan.splits[static_cast<size_t>(t.seq) * num_kv_heads + h] = splits;
-      const int64_t stride = round_up(int64_t{rows} * (head_size_v + 2), 16);
-      if (splits > 1) {
-        plan.merges.push_back({t.seq, h, t.q_begin, t.q_end, splits, partial_at, stride});
+    // Partial results of a head group: [head][split][stride] floats from `base`.
+    const int64_t stride = round_up(int64_t{rows} * (head_size_v + 2), 16);
+    for (int h0 = 0; h0 < num_kv_heads; h0 += pack) {
+      const int64_t base = partial_at;
+      for (int h = h0; h < h0 + pack; ++h) {
+        plan.splits[static_cast<size_t>(t.seq) * num_kv_heads + h] = splits;
+        if (splits > 1) {
+          plan.merges.push_back(
+              {t.seq, h, t.q_begin, t.q_end, splits, base + (h - h0) * splits * stride, stride});
+        }
       }
       for (int sp = 0; sp < splits; ++sp) {
         FlashWorkItem it;
         it.seq = t.seq;
-        it.kv_head = h;
+        it.kv_head = h0;
+        it.num_kv_heads = pack;
         it.q_begin = t.q_begin;
         it.q_end = t.q_end;
         it.k_begin = t.k_begin + sp * chunk;
         it.k_end = splits > 1 ? std::min(t.k_end, it.k_begin + chunk) : t.k_end;
-        it.cost = int64_t{rows} * std::max(it.k_end - it.k_begin, 1) + rows * 64;
+        it.cost = int64_t{rows} * pack * (std::max(it.k_end - it.k_begin, 1) + 64);
         if (splits > 1) {
-          it.partial_offset = partial_at;
-          partial_at += stride;
+          it.partial_offset = base + sp * stride;
+          it.partial_head_stride = splits * stride;
         }
         items.push_back(it);
       }
+      if (splits > 1) partial_at += pack * splits * stride;
     }
   }
   // Longest first: with dynamic scheduling this bounds the tail by the shortest items.

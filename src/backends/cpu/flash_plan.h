@@ -4,12 +4,16 @@
 // and how much scratch the run needs. Built once per step from the batch description;
 // flash_attention() only runs it.
 //
-// A work item is (request, KV head, query tile, key range). Its rows are the query heads of
-// that KV head times the tokens of the query tile, packed as row = token * group + g with
-// group = num_heads / num_kv_heads (GQA packing: every K/V byte an item reads serves all
-// its rows). A request whose rows fit one tile and whose visible keys are many may be cut
-// into several key ranges (splits); their partial results (unnormalised output, running max
-// and sum) go to a partial buffer and a merge pass combines them with the log-sum-exp rule.
+// A work item is (request, KV heads, query tile, key range). Its rows are, per KV head, the
+// query heads of that KV head times the tokens of the query tile, packed as row = token *
+// group + g with group = num_heads / num_kv_heads (GQA packing: every K/V byte an item
+// reads serves all its rows). Decode-sized tiles (few rows per KV head) take every KV head
+// of the request in one item (head packing): with the NHD cache layout one head's rows are
+// strided (num_kv_heads * head_size apart), so an item per head would read scattered
+// fragments of each block, while all heads together read each block whole. A request whose rows fit
+// one tile and whose visible keys are many may be cut into several key ranges (splits); their
+// partial results (unnormalised output, running max and sum) go to a partial buffer and a merge
+// pass combines them with the log-sum-exp rule.
 
 #include <cstdint>
 #include <span>
@@ -38,15 +42,18 @@ struct FlashPlanOptions {
   int min_split_keys = 512;         // a split covers at least this many keys
   int max_splits = 64;              // per request and KV head
   int target_items_per_thread = 4;  // split-KV kicks in below this many items per thread
+  int max_packed_head_rows = 16;    // pack KV heads when a tile has <= this many rows per head
 };
 
 struct FlashWorkItem {
   int32_t seq = 0;
-  int32_t kv_head = 0;
-  int32_t q_begin = 0, q_end = 0;  // query tokens [q_begin, q_end) of the request
-  int32_t k_begin = 0, k_end = 0;  // key positions [k_begin, k_end) this item visits
-  int64_t partial_offset = -1;     // floats into the partial buffer; -1 = writes output
-  int64_t cost = 0;                // rows x keys, for scheduling
+  int32_t kv_head = 0;              // first KV head
+  int32_t num_kv_heads = 1;         // KV heads kv_head .. kv_head + num_kv_heads - 1
+  int32_t q_begin = 0, q_end = 0;   // query tokens [q_begin, q_end) of the request
+  int32_t k_begin = 0, k_end = 0;   // key positions [k_begin, k_end) this item visits
+  int64_t partial_offset = -1;      // floats into the partial buffer; -1 = writes output
+  int64_t partial_head_stride = 0;  // floats between consecutive heads' partial results
+  int64_t cost = 0;                 // rows x keys, for scheduling
 };
 
 // The splits of one (request, KV head, query tile) to merge after the items ran.
@@ -64,7 +71,7 @@ struct FlashMergeGroup {
 struct FlashPlan {
   int num_heads = 0, num_kv_heads = 0, head_size = 0, head_size_v = 0;
   int num_threads = 1;
-  int max_rows = 0;                     // largest rows of any item
+  int max_rows = 0;                     // largest rows of any item (all its KV heads)
   std::vector<FlashWorkItem> items;     // sorted by decreasing cost (longest first)
   std::vector<FlashMergeGroup> merges;  // empty when no request is split
   // Per request and KV head: number of key splits (1 = none), [num_seqs * num_kv_heads].
@@ -104,6 +111,7 @@ class FlashWorkspace {
 //   kf    [16, head_size]         current key tile converted to fp32
 //   vf    [16, head_size_v]       current value tile converted to fp32
 //   iv    [max_rows] KeyInterval  visible key interval of each query token (2 int32 each)
+// A head-packed item keeps its heads' rows one after another in q, o, p, m, l and alpha.
 struct ScratchLayout {
   int64_t q = 0, o = 0, p = 0, m = 0, l = 0, alpha = 0, kf = 0, vf = 0, iv = 0, total = 0;
 };

@@ -20,6 +20,7 @@ struct Ops {
   static V load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
@@ -140,4 +141,15 @@ struct Ops {
   static BV load_bf16_pairs(const uint16_t*) { return _mm256_setzero_si256(); }
   static BV load_bf16_half(const uint16_t*) { return _mm256_setzero_si256(); }
   static V dot_bf16(V acc, BV, BV) { return acc; }
+  static void store_bf16(uint16_t*, V) {}
+  static V round_to_bf16(V p) { return p; }
+  static BV broadcast_pair(const uint16_t*) { return BV{}; }
+  static void interleave_bf16(BV, BV, BV&, BV&) {}
+  static void transpose_blocks4(const V*, V*) {}
+  static void transpose16(const BV*, BV*) {}
+  static V reduce_lanes_max(const V* a) { return a[0]; }
+  static V lane(V v, int) { return v; }
+  static V load_n(const float*, int, float fill) { return set1(fill); }
+  static void store_n(float*, V, int) {}
+  static V select_eq(V, V, V if_eq, V) { return if_eq; }
 };

@@ -20,6 +20,7 @@ struct Ops {
   static V load(const float* p) { return _mm512_loadu_ps(p); }
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V div(V a, V b) { return _mm512_div_ps(a, b); }
@@ -73,6 +74,73 @@ struct Ops {
                                 _mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
     return _mm512_add_ps(_mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // out[i] 32-bit lane j = in[j] lane i: a 16x16 transpose of 32-bit elements (bf16 pairs).
+  static void transpose16(const BV* in, BV* out) {
+    __m512i a[16], b[16];
+    for (int i = 0; i < 16; i += 2) {
+      a[i] = _mm512_unpacklo_epi32(in[i], in[i + 1]);
+      a[i + 1] = _mm512_unpackhi_epi32(in[i], in[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+      b[i] = _mm512_unpacklo_epi64(a[i], a[i + 2]);
+      b[i + 1] = _mm512_unpackhi_epi64(a[i], a[i + 2]);
+      b[i + 2] = _mm512_unpacklo_epi64(a[i + 1], a[i + 3]);
+      b[i + 3] = _mm512_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    // b[4q + k] holds, in 128-bit block t, lane k of rows 4q..4q+3 (from block t of each).
+    for (int k = 0; k < 4; ++k) {
+      const __m512i lo01 = _mm512_shuffle_i32x4(b[k], b[4 + k], _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512i hi01 = _mm512_shuffle_i32x4(b[k], b[4 + k], _MM_SHUFFLE(3, 1, 3, 1));
+      const __m512i lo23 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], _MM_SHUFFLE(2, 0, 2, 0));
+      const __m512i hi23 = _mm512_shuffle_i32x4(b[8 + k], b[12 + k], _MM_SHUFFLE(3, 1, 3, 1));
+      out[k] = _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0));
+      out[8 + k] = _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1));
+      out[4 + k] = _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0));
+      out[12 + k] = _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1));
+    }
+  }
+  // out[r] 128-bit block g = in[g] block r (a 4x4 transpose of 4-lane blocks).
+  static void transpose_blocks4(const V* in, V* out) {
+    const V t0 = _mm512_shuffle_f32x4(in[0], in[1], _MM_SHUFFLE(1, 0, 1, 0));
+    const V t1 = _mm512_shuffle_f32x4(in[2], in[3], _MM_SHUFFLE(1, 0, 1, 0));
+    const V t2 = _mm512_shuffle_f32x4(in[0], in[1], _MM_SHUFFLE(3, 2, 3, 2));
+    const V t3 = _mm512_shuffle_f32x4(in[2], in[3], _MM_SHUFFLE(3, 2, 3, 2));
+    out[0] = _mm512_shuffle_f32x4(t0, t1, _MM_SHUFFLE(2, 0, 2, 0));
+    out[1] = _mm512_shuffle_f32x4(t0, t1, _MM_SHUFFLE(3, 1, 3, 1));
+    out[2] = _mm512_shuffle_f32x4(t2, t3, _MM_SHUFFLE(2, 0, 2, 0));
+    out[3] = _mm512_shuffle_f32x4(t2, t3, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+  // Lane j of the result = max of the lanes of a[j] (the reduce_lanes tree with max).
+  static V reduce_lanes_max(const V* a) {
+    V b[8], c[4];
+    for (int i = 0; i < 8; ++i) {
+      b[i] = _mm512_max_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                           _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+    }
+    for (int i = 0; i < 4; ++i) {
+      c[i] = _mm512_max_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    const V f01 = _mm512_max_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const V f23 = _mm512_max_ps(_mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_max_ps(_mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // Lane i of v in every lane.
+  static V lane(V v, int i) { return _mm512_permutexvar_ps(_mm512_set1_epi32(i), v); }
+  // The first n (<= 16) floats at p (the other lanes `fill`), and their store.
+  static V load_n(const float* p, int n, float fill) {
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), static_cast<__mmask16>((1u << n) - 1), p);
+  }
+  static void store_n(float* p, V v, int n) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+  }
+  // Per lane: a == b ? if_eq : otherwise.
+  static V select_eq(V a, V b, V if_eq, V otherwise) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ), otherwise, if_eq);
   }
   // Keeps lanes lo..hi of s, sets the others to -inf.
   static V mask_range(V s, int lo, int hi) {
@@ -140,5 +208,33 @@ struct Ops {
   }
   static V dot_bf16(V acc, BV a, BV b) {
     return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+
+  // For P.V with dot_bf16: p rounded to bf16 (to nearest even) and stored as 16 values...
+  static void store_bf16(uint16_t* dst, V p) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(p)));
+  }
+  // ... the same rounded values back in fp32 (so the softmax sum matches the weights) ...
+  static V round_to_bf16(V p) {
+    const __m256i b = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(b), 16));
+  }
+  // ... one (p_j, p_j+1) pair in every 32-bit lane ...
+  static BV broadcast_pair(const uint16_t* p) {
+    int32_t pair;
+    __builtin_memcpy(&pair, p, sizeof(pair));
+    return _mm512_set1_epi32(pair);
+  }
+  // ... and two value rows a, b (32 bf16 each) interleaved per column: lo holds
+  // (a[i], b[i]) for columns i = 0..15 in lane i, hi the same for columns 16..31.
+  static void interleave_bf16(BV a, BV b, BV& lo, BV& hi) {
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // Word index 2i -> a[i], 2i+1 -> b[i] (bit 5 of an index selects the second source).
+    const __m512i idx_lo =
+        _mm512_or_si512(iota, _mm512_slli_epi32(_mm512_or_si512(iota, _mm512_set1_epi32(32)), 16));
+    const __m512i sixteen = _mm512_set1_epi16(16);
+    lo = _mm512_permutex2var_epi16(a, idx_lo, b);
+    hi = _mm512_permutex2var_epi16(a, _mm512_add_epi16(idx_lo, sixteen), b);
   }
 };

@@ -38,6 +38,9 @@ struct Ops {
   static V add(V a, V b) {
     return map([&](int i) { return a.v[i] + b.v[i]; });
   }
+  static V max(V a, V b) {
+    return map([&](int i) { return a.v[i] > b.v[i] ? a.v[i] : b.v[i]; });
+  }
   static V sub(V a, V b) {
     return map([&](int i) { return a.v[i] - b.v[i]; });
   }
@@ -108,4 +111,15 @@ struct Ops {
   static BV load_bf16_pairs(const uint16_t*) { return 0; }
   static BV load_bf16_half(const uint16_t*) { return 0; }
   static V dot_bf16(V acc, BV, BV) { return acc; }
+  static void store_bf16(uint16_t*, V) {}
+  static V round_to_bf16(V p) { return p; }
+  static BV broadcast_pair(const uint16_t*) { return BV{}; }
+  static void interleave_bf16(BV, BV, BV&, BV&) {}
+  static void transpose_blocks4(const V*, V*) {}
+  static void transpose16(const BV*, BV*) {}
+  static V reduce_lanes_max(const V* a) { return a[0]; }
+  static V lane(V v, int) { return v; }
+  static V load_n(const float*, int, float fill) { return set1(fill); }
+  static void store_n(float*, V, int) {}
+  static V select_eq(V, V, V if_eq, V) { return if_eq; }
 };

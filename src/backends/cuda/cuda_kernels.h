@@ -17,6 +17,7 @@ namespace attnkit::cuda {
 //   partial_o   [num_partial_slots, num_heads, head_size_v] fp32, rows normalised per split
 //   partial_lse [num_partial_slots, num_heads] fp32, log2-sum-exp of each split's scores
 //               (-inf when the split saw no key)
+//   split_counters (below)
 struct DevicePlan {
   const CudaWorkItem* small_items = nullptr;
   int num_small = 0;
@@ -26,6 +27,10 @@ struct DevicePlan {
   int num_combine = 0;
   float* partial_o = nullptr;
   float* partial_lse = nullptr;
+  // uint32[num_split_groups * num_kv_heads], zero between forwards: finished splits per
+  // (split group, KV head); the CTA that finishes a group's last split merges it and
+  // resets the count (CUDA_FLASH merges this way; CUDA_PAGED launches the combine).
+  unsigned* split_counters = nullptr;
 };
 
 // Kernel geometry the planner must follow (PlanShape fields) for each backend.
@@ -33,6 +38,8 @@ struct KernelGeometry {
   int small_rows = 0;
   int large_rows = 0;
   int kv_tile = 0;
+  // Small-row (decode) CTAs resident per SM: split-KV aims at one full wave of them.
+  int small_ctas_per_sm = 4;
 };
 KernelGeometry paged_geometry(int head_size);
 KernelGeometry flash_geometry(int head_size);
@@ -41,7 +48,8 @@ KernelGeometry flash_geometry(int head_size);
 void launch_cache_update(const CacheUpdateParams& params);
 // CUDA_PAGED: CUDA-core kernel, then the split-KV combine when the plan has splits.
 void launch_paged_attention(const PagedAttentionParams& params, const DevicePlan& plan);
-// CUDA_FLASH: tensor-core kernels (small-row and large-row), then the combine.
+// CUDA_FLASH: tensor-core kernels (small-row and large-row); split-KV groups are merged
+// in place by their last CTA (no combine launch).
 void launch_flash_attention(const PagedAttentionParams& params, const DevicePlan& plan);
 
 // Multiprocessors of the current device.

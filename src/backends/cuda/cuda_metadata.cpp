@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_metadata.h"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -24,15 +25,18 @@ PlanShape plan_shape_for(KernelFamily family, const AttentionLayerParams& layer,
 #else
   // Same numbers as the kernels' configurations (flash_launch.cuh, paged_attention.cu),
   // so that plans made without CUDA (planning tests) match the GPU build.
-  const KernelGeometry geometry = family == KernelFamily::kFlash
-                                      ? KernelGeometry{16, layer.head_size == 256 ? 64 : 128, 64}
-                                      : KernelGeometry{4, 4, 32};
+  const KernelGeometry geometry =
+      family == KernelFamily::kFlash
+          ? KernelGeometry{16, layer.head_size == 256 ? 64 : 128, 64, layer.head_size == 64 ? 4 : 2}
+          : KernelGeometry{4, 4, 32, 4};
 #endif
   shape.small_rows = geometry.small_rows;
   shape.large_rows = geometry.large_rows;
   shape.kv_tile = geometry.kv_tile;
-  // Small-row CTAs: 2-4 of them fit on an SM; aim for about 4 per SM before splitting.
-  shape.target_ctas = 4 * num_sms;
+  // Split-KV until the small-row CTAs fill one wave (as many as fit on every SM at once):
+  // more splits only add partial results to merge and per-CTA start-up, fewer leave
+  // SMs idle.
+  shape.target_ctas = geometry.small_ctas_per_sm * num_sms;
   return shape;
 }
 
@@ -79,6 +83,10 @@ class CudaMetadataBuilder final : public MetadataBuilder {
     const size_t o_small = append(plan.small_items.data(), bytes_of(plan.small_items));
     const size_t o_large = append(plan.large_items.data(), bytes_of(plan.large_items));
     const size_t o_comb = append(plan.combine_items.data(), bytes_of(plan.combine_items));
+    // Split counters start at zero; the kernels leave them at zero after every forward.
+    const std::vector<uint32_t> zeros(
+        static_cast<size_t>(plan.num_split_groups) * static_cast<size_t>(layer_.num_kv_heads), 0);
+    const size_t o_cnt = append(zeros.data(), bytes_of(zeros));
     metadata_.reserve(staging_.size());
     metadata_.upload(staging_.data(), staging_.size());
     char* base = static_cast<char*>(metadata_.data());
@@ -101,6 +109,7 @@ class CudaMetadataBuilder final : public MetadataBuilder {
     dev.num_large = static_cast<int>(plan.large_items.size());
     dev.combine_items = reinterpret_cast<const CudaCombineItem*>(base + o_comb);
     dev.num_combine = static_cast<int>(plan.combine_items.size());
+    dev.split_counters = reinterpret_cast<unsigned*>(base + o_cnt);
     dev.partial_o = static_cast<float*>(workspace_.data());
     dev.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace_.data()) + o_bytes);
     return meta_;

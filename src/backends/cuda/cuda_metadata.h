@@ -6,6 +6,8 @@
 //   metadata buffer (each section 16-byte aligned, in this order):
 //     query_start_loc int32[B+1] | seq_lens int32[B] | block_table int32[B * max_blocks]
 //     | slot_mapping int64[T] | small items | large items | combine items
+//     | split counters uint32[split groups * num_kv_heads] (zeros; the only section the
+//       kernels write, and they leave it zero)
 //   workspace buffer: partial_o fp32[slots, num_heads, head_size_v] | partial_lse fp32[slots,
 //     num_heads]
 //

@@ -141,10 +141,12 @@ CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_sta
     }
     const int len = b.item.kv_end - b.item.kv_begin;
     const int piece = ceil_div(ceil_div(len, s), shape.kv_tile) * shape.kv_tile;
+    const int split_group = plan.num_split_groups++;
     for (int k = 0; k < s; ++k) {
       CudaWorkItem it = b.item;
       it.split = k;
       it.num_splits = s;
+      it.split_group = split_group;
       it.partial_base = partial_base[static_cast<size_t>(b.item.seq)];
       it.kv_begin = std::min(b.item.kv_end, b.item.kv_begin + k * piece);
       it.kv_end = std::min(b.item.kv_end, it.kv_begin + piece);

@@ -31,6 +31,9 @@ struct CudaWorkItem {
   int32_t split = 0;
   int32_t num_splits = 1;
   int32_t partial_base = 0;  // slot of (token 0, split 0) when num_splits > 1
+  // When num_splits > 1: which group of splits (same seq and rows, one per unsplit item)
+  // this is; kernels that merge in place count finished splits per (group, kv head).
+  int32_t split_group = -1;
 };
 
 struct CudaCombineItem {
@@ -62,6 +65,7 @@ struct CudaPlan {
   std::vector<CudaWorkItem> large_items;  // run by the large-row (prefill) kernel
   std::vector<CudaCombineItem> combine_items;
   int num_partial_slots = 0;  // partial results: [slots, num_heads, head_size_v] fp32
+  int num_split_groups = 0;   // distinct split_group values (0 .. num_split_groups - 1)
 };
 
 // The visible key range [lo, hi) of rows [row_begin, row_end) of a request (contract in

@@ -7,6 +7,7 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "attnkit/kernels/paged_attention_params.h"
 
@@ -36,13 +37,17 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-// Two floats rounded to T and packed into one 32-bit register (low half = a).
+// Two floats rounded to T and packed into one 32-bit register (low half = a): one
+// cvt.rn.{f16x2,bf16x2}.f32 instruction.
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float a, float b) {
-  const T lo = from_float<T>(a);
-  const T hi = from_float<T>(b);
-  return static_cast<uint32_t>(__builtin_bit_cast(uint16_t, lo)) |
-         (static_cast<uint32_t>(__builtin_bit_cast(uint16_t, hi)) << 16);
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
 }
 
 // Element offset of key position `kpos` of request `seq` (token part only; add the head
@@ -64,6 +69,22 @@ __device__ __forceinline__ bool key_visible(const PagedAttentionParams& p, int p
   if (p.sliding_window > 0 && key <= pos - p.sliding_window) return false;
   if (p.chunk_size > 0 && key / p.chunk_size != pos / p.chunk_size) return false;
   return true;
+}
+
+// The keys [lo, hi] that query position `pos` sees (the rule of key_visible as one
+// interval, so that a kernel masks with two compares instead of divisions per key).
+struct KeyWindow {
+  int lo;
+  int hi;
+};
+__device__ __forceinline__ KeyWindow visible_keys(const PagedAttentionParams& p, int pos,
+                                                  int kv_end) {
+  KeyWindow w{0, kv_end - 1};
+  if (!p.causal) return w;
+  w.hi = min(w.hi, pos);
+  if (p.sliding_window > 0) w.lo = max(w.lo, pos - p.sliding_window + 1);
+  if (p.chunk_size > 0) w.lo = max(w.lo, pos / p.chunk_size * p.chunk_size);
+  return w;
 }
 
 // Score in log2 units: scale, optional soft-cap, times log2(e).

@@ -1,15 +1,19 @@
-// CUDA_FLASH entry point: picks the head-size instance, then merges split-KV partials.
+// CUDA_FLASH entry point: picks the head-size instance (split-KV partials are merged by
+// the kernel itself, see flash_kernel.cuh).
 #include <string>
 
 #include "backends/cuda/flash_launch.cuh"
-#include "backends/cuda/split_kv_combine.cuh"
 
 namespace attnkit::cuda {
 
 KernelGeometry flash_geometry(int head_size) {
   const int large_rows =
       head_size == 256 ? FlashLargeConfig<256>::type::kRows : FlashLargeConfig<128>::type::kRows;
-  return {FlashSmallConfig<128>::type::kRows, large_rows, FlashSmallConfig<128>::type::BN};
+  const int small_ctas = head_size == 64    ? FlashSmallConfig<64>::type::kMinCtas
+                         : head_size == 256 ? FlashSmallConfig<256>::type::kMinCtas
+                                            : FlashSmallConfig<128>::type::kMinCtas;
+  return {FlashSmallConfig<128>::type::kRows, large_rows, FlashSmallConfig<128>::type::BN,
+          small_ctas};
 }
 
 void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& plan) {
@@ -35,11 +39,7 @@ void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& pla
       throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: head_size " + std::to_string(p.head_size) +
                                                " not supported (supported: 64, 128, 256)");
   }
-  if (p.q_dtype == ScalarType::kFloat16) {
-    launch_split_kv_combine<__half>(p, plan);
-  } else {
-    launch_split_kv_combine<__nv_bfloat16>(p, plan);
-  }
+  // Split-KV partials are merged inside the attention kernel (last split of each group).
 }
 
 }  // namespace attnkit::cuda

@@ -1,17 +1,25 @@
 #pragma once
 // CUDA_FLASH: tensor-core flash attention over the paged (or contiguous) KV cache.
 //
-// One CTA runs one CudaWorkItem for one KV head (grid = items x num_kv_heads): kRows
-// packed rows (token, query head of the GQA group) against the keys [kv_begin, kv_end),
-// in tiles of BN keys streamed through shared memory by cp.async, STAGES deep. Warps form
-// a WARPS_M x WARPS_N grid: warp (wm, wn) owns rows [wm*16*WM, +16*WM) and keys
-// [wn*BN/WARPS_N, +BN/WARPS_N) of every tile, with its own online-softmax state
-// (max m, sum l, unnormalised O in registers). The epilogue merges the WARPS_N states in
-// shared memory and writes the output (or the split-KV partial).
+// One CTA runs one CudaWorkItem for one KV head (grid = items x num_kv_heads, the KV head
+// in x for decode configurations): kRows packed rows (token, query head of the GQA group)
+// against the keys [kv_begin, kv_end), in tiles of BN keys streamed through shared memory
+// by cp.async, STAGES deep. Warps form a WARPS_M x WARPS_N grid: warp (wm, wn) owns rows
+// [wm*16*WM, +16*WM) and keys [wn*BN/WARPS_N, +BN/WARPS_N) of every tile, with its own
+// online-softmax state (max m, sum l, unnormalised O in registers). The epilogue merges
+// the WARPS_N states in shared memory and writes the output (or the split-KV partial; the
+// last split of a group then merges the group in place, flash_split_merge.cuh).
 //   prefill ("large rows"): WARPS_M = 4, WARPS_N = 1, WM = 2 -> 128 rows per CTA, each
 //     K/V fragment loaded from shared memory feeds two m16 tiles.
-//   decode ("small rows"):  WARPS_M = 1, WARPS_N = 4 -> 16 rows (e.g. 4 GQA heads x up to
-//     4 tokens) and four warps splitting every 64-key tile (flash-decoding inside a CTA).
+//   decode ("small rows"):  WARPS_M = 1, WARPS_N = 2-4 -> 16 rows (e.g. 4 GQA heads x up
+//     to 4 tokens) and the warps splitting every key tile (flash-decoding inside a CTA).
+// Configurations and their register/shared-memory budgets: flash_launch.cuh.
+//
+// Loads: Q is its own cp.async group (then, with kQInRegs, read once into mma fragments);
+// each K/V tile is one group. One block-table lookup per key and thread, made one tile
+// ahead, serves all the key's chunks that thread copies. Scores stay raw dot products until the
+// exponent (exp2(s * scale * log2 e - m), one FFMA + ex2); masks are applied only to tiles that
+// straddle the causal diagonal, a window edge or kv_end.
 //
 // Shared memory (T elements, 16-byte chunks XOR-swizzled by row % 8 so that ldmatrix's
 // eight row addresses fall in different banks):
@@ -20,11 +28,13 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/device_common.cuh"
+#include "backends/cuda/flash_split_merge.cuh"
 #include "backends/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {
 
-template <int D_, int WM_, int WARPS_M_, int WARPS_N_, int BN_, int STAGES_>
+template <int D_, int WM_, int WARPS_M_, int WARPS_N_, int BN_, int STAGES_, bool Q_IN_REGS_,
+          int MIN_CTAS_>
 struct FlashConfig {
   static constexpr int D = D_;
   static constexpr int WM = WM_;
@@ -32,6 +42,16 @@ struct FlashConfig {
   static constexpr int WARPS_N = WARPS_N_;
   static constexpr int BN = BN_;
   static constexpr int STAGES = STAGES_;
+  // Q's mma fragments stay in registers for the whole key loop (D/16 * 4 registers per
+  // m16 tile) instead of being re-read from shared memory for every key tile.
+  static constexpr bool kQInRegs = Q_IN_REGS_;
+  // CTAs per SM the register allocation must allow (__launch_bounds__).
+  static constexpr int kMinCtas = MIN_CTAS_;
+  // Decode grids put the KV head in blockIdx.x: the CTAs of one request's KV heads start
+  // together and read the same K/V token rows (NHD: the heads of a token are adjacent)
+  // at about the same time, which keeps DRAM pages and L2 lines shared. Prefill grids
+  // put the item first, so that co-resident CTAs share one head's K/V in L2.
+  static constexpr bool kKvHeadInX = WARPS_N_ > 1;
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   static constexpr int kRows = 16 * WM * WARPS_M;
   static constexpr int kWarpKeys = BN / WARPS_N;
@@ -51,21 +71,37 @@ __device__ __forceinline__ int swizzle(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
+// ldmatrix addressing without per-fragment index arithmetic. A lane always reads row
+// `row` (row & 7 == lane & 7) and chunk 2 * k + c0 (c0 in {0, 1}) of a swizzled tile, so
+// its physical chunk is (2k + c0) ^ (row & 7) = 2k ^ (c0 ^ (row & 7)): the byte offset is
+// row * 2D + ((32 k) ^ lane_xor) with lane_xor = (c0 ^ (row & 7)) << 4 fixed per lane.
+struct LaneTileAddress {
+  uint32_t row_addr;  // shared-window address of the lane's row
+  uint32_t lane_xor;  // (c0 ^ (row & 7)) << 4
+  __device__ __forceinline__ uint32_t at(int k, uint32_t offset) const {
+    return row_addr + offset + ((static_cast<uint32_t>(k) * 32u) ^ lane_xor);
+  }
+};
+
 template <typename T, typename C>
-__global__ void __launch_bounds__(C::kThreads)
+__global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     flash_attention_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
-                           float* partial_lse) {
+                           float* partial_lse, unsigned* split_counters) {
   constexpr int D = C::D, BN = C::BN, WM = C::WM, kRows = C::kRows, kChunks = C::kChunks;
   constexpr int kThreads = C::kThreads, kWarpKeys = C::kWarpKeys, STAGES = C::STAGES;
   constexpr int kNT = kWarpKeys / 8;  // n8 tiles of S per warp
   constexpr int kDT = D / 8;          // n8 tiles of O per warp
+  constexpr uint32_t kRowBytes = 2u * D;
+  constexpr uint32_t kTileBytes = BN * kRowBytes;  // one of sK, sV
+  constexpr uint32_t kStageBytes = 2u * kTileBytes;
 
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_q = reinterpret_cast<T*>(smem);
   T* s_kv = s_q + kRows * D;
 
-  const CudaWorkItem item = items[blockIdx.x];
-  const int kv_head = blockIdx.y;
+  const int item_index = C::kKvHeadInX ? blockIdx.y : blockIdx.x;
+  const CudaWorkItem item = items[item_index];
+  const int kv_head = C::kKvHeadInX ? blockIdx.x : blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int wm = warp % C::WARPS_M, wn = warp / C::WARPS_M;
@@ -73,7 +109,7 @@ __global__ void __launch_bounds__(C::kThreads)
   const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
   const int pos_base = item.kv_len - item.q_len;  // position of token 0
 
-  // Q tile (rows past row_end are zero-filled).
+  // Q tile (rows past row_end are zero-filled), its own cp.async group.
   for (int i = tid; i < kRows * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const int row = item.row_begin + r;
@@ -87,51 +123,128 @@ __global__ void __launch_bounds__(C::kThreads)
     }
     cp_async_16(s_q + swizzle<D>(r, c), src, bytes);
   }
+  cp_async_commit();
 
-  auto load_tile = [&](int tile, int stage) {
-    T* s_k = s_kv + stage * 2 * BN * D;
-    T* s_v = s_k + BN * D;
+  // K/V tile loads: the 16-byte chunks of one key go to kThreadsPerKey consecutive
+  // threads, so one block-table lookup serves every chunk of the key and each cp.async
+  // instruction of a warp reads whole 32-byte sectors. Thread `sub` of a key copies chunks
+  // sub + j * kThreadsPerKey; with kThreadsPerKey a power of two that is (j * kThreadsPerKey)
+  // ^ sub, so the swizzled destination is row + ((16 j kThreadsPerKey) ^ dst_xor) and the
+  // source is one pointer plus immediates.
+  constexpr int kThreadsPerKey = kThreads >= BN ? kThreads / BN : 1;
+  constexpr int kKeysPerPass = kThreads / kThreadsPerKey;
+  constexpr int kChunksPerThread = kChunks / kThreadsPerKey;
+  static_assert((kThreadsPerKey & (kThreadsPerKey - 1)) == 0, "threads per key: power of two");
+  static_assert(BN % kKeysPerPass == 0 && kKeysPerPass % 8 == 0 && kChunks % kThreadsPerKey == 0,
+                "tile load mapping");
+  const int sub = tid % kThreadsPerKey;
+  const int key_in_pass = tid / kThreadsPerKey;
+  const uint32_t dst_row = smem_address(s_kv) + static_cast<uint32_t>(key_in_pass) * kRowBytes;
+  const uint32_t dst_xor = static_cast<uint32_t>((sub ^ (key_in_pass & 7)) << 4);
+  const T* k_base =
+      static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.k_head_stride + sub * 8;
+  const T* v_base =
+      static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.v_head_stride + sub * 8;
+  const int32_t* block_row =
+      p.block_table != nullptr
+          ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
+          : nullptr;
+  const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
+  // The physical block of this thread's key in each pass of a tile, looked up one tile
+  // before its copies are issued: the block-table load is then off the path between a
+  // tile's arrival and the next tile's cp.async (a dependent L2 round trip per tile).
+  constexpr int kPasses = BN / kKeysPerPass;
+  auto lookup_blocks = [&](int tile, int(&blocks)[kPasses]) {
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int kpos = kv_begin + tile * BN + pass * kKeysPerPass + key_in_pass;
+      blocks[pass] = block_row != nullptr && kpos < kv_end ? block_row[kpos / p.block_size] : 0;
+    }
+  };
+  auto load_tile = [&](int tile, int stage, const int(&blocks)[kPasses]) {
     const int kb = kv_begin + tile * BN;
-    for (int i = tid; i < BN * kChunks; i += kThreads) {
-      const int key = i / kChunks, c = i % kChunks;
-      const int kpos = kb + key;
-      const T* k_src = static_cast<const T*>(p.k_cache);
-      const T* v_src = static_cast<const T*>(p.v_cache);
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int kpos = kb + pass * kKeysPerPass + key_in_pass;
+      // Out-of-range keys zero-fill (src-size 0) from a valid address.
+      int64_t k_off = 0, v_off = 0;
       int bytes = 0;
       if (kpos < kv_end) {
-        k_src += kv_token_offset(p, item.seq, kpos, p.k_block_stride, p.k_token_stride) +
-                 kv_head * p.k_head_stride + c * 8;
-        v_src += kv_token_offset(p, item.seq, kpos, p.v_block_stride, p.v_token_stride) +
-                 kv_head * p.v_head_stride + c * 8;
+        if (block_row != nullptr) {
+          const int64_t block = blocks[pass];
+          const int64_t slot = kpos % p.block_size;
+          k_off = block * p.k_block_stride + slot * p.k_token_stride;
+          v_off = block * p.v_block_stride + slot * p.v_token_stride;
+        } else {
+          k_off = (contiguous_row + kpos) * p.k_token_stride;
+          v_off = (contiguous_row + kpos) * p.v_token_stride;
+        }
         bytes = 16;
       }
-      cp_async_16(s_k + swizzle<D>(key, c), k_src, bytes);
-      cp_async_16(s_v + swizzle<D>(key, c), v_src, bytes);
+      const T* k_src = k_base + k_off;
+      const T* v_src = v_base + v_off;
+      const uint32_t dst = dst_row + static_cast<uint32_t>(stage) * kStageBytes +
+                           static_cast<uint32_t>(pass * kKeysPerPass) * kRowBytes;
+#pragma unroll
+      for (int j = 0; j < kChunksPerThread; ++j) {
+        const uint32_t chunk_off = (static_cast<uint32_t>(j * kThreadsPerKey) * 16u) ^ dst_xor;
+        cp_async_16(dst + chunk_off, k_src + j * kThreadsPerKey * 8, bytes);
+        cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kThreadsPerKey * 8, bytes);
+      }
     }
   };
 
+  int next_blocks[kPasses];
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < num_tiles) load_tile(s, s);
-    cp_async_commit();  // group 0 also carries Q
+    if (s < num_tiles) {
+      lookup_blocks(s, next_blocks);
+      load_tile(s, s, next_blocks);
+    }
+    cp_async_commit();
+  }
+  lookup_blocks(STAGES - 1, next_blocks);
+
+  // Per-lane ldmatrix addresses (see LaneTileAddress).
+  const uint32_t q_base = smem_address(s_q);
+  const uint32_t kv_base = smem_address(s_kv);
+  const int l7 = lane & 7;
+  const LaneTileAddress q_addr{
+      q_base + static_cast<uint32_t>(wm * 16 * WM + (lane & 15)) * kRowBytes,
+      static_cast<uint32_t>(((lane >> 4) ^ l7) << 4)};
+  const LaneTileAddress k_addr{
+      kv_base + static_cast<uint32_t>(wn * kWarpKeys + ((lane >> 4) << 3) + l7) * kRowBytes,
+      static_cast<uint32_t>((((lane >> 3) & 1) ^ l7) << 4)};
+  const LaneTileAddress v_addr{
+      kv_base + kTileBytes +
+          static_cast<uint32_t>(wn * kWarpKeys + l7 + (((lane >> 3) & 1) << 3)) * kRowBytes,
+      static_cast<uint32_t>(((lane >> 4) ^ l7) << 4)};
+
+  // Q fragments: A operand of S = Q K^T, [mi][k16 step][4].
+  constexpr int kQFrag = C::kQInRegs ? D / 16 : 1;
+  uint32_t q_frag[WM][kQFrag][4];
+  if constexpr (C::kQInRegs) {
+    cp_async_wait<STAGES - 1>();  // the Q group (the STAGES - 1 tile groups may still fly)
+    __syncthreads();
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+        ldmatrix_x4(q_frag[mi][ks], q_addr.at(ks, mi * 16 * kRowBytes));
   }
 
-  // Per-thread rows: (mi, half) -> local row wm*16*WM + mi*16 + lane/4 + 8*half.
-  int row_pos[WM][2];
-#pragma unroll
-  for (int mi = 0; mi < WM; ++mi) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = wm * 16 * WM + mi * 16 + (lane >> 2) + 8 * h;
-      row_pos[mi][h] = pos_base + (item.row_begin + r) / group;
-    }
-  }
   const int last_row = min(item.row_end, item.row_begin + kRows) - 1;
   const int pos_min = pos_base + item.row_begin / group;
   const int pos_max = pos_base + last_row / group;
+  // Scores stay raw dot products until the exponent: exp2(s * scale_log2 - m), one FFMA.
+  // Soft-cap maps s to cap/scale * tanh(s * scale / cap) first (same units).
+  const float scale_log2 = p.scale * kLog2e;
+  const bool soft_cap = p.soft_cap > 0.0f;
+  const float cap_in = soft_cap ? p.scale / p.soft_cap : 0.0f;
+  const float cap_out = soft_cap ? p.soft_cap / p.scale : 0.0f;
 
   float o[WM][kDT][4];
-  float m[WM][2], l[WM][2];
+  float m[WM][2], l[WM][2];  // m in log2 units (s * scale_log2), -inf before any key
 #pragma unroll
   for (int mi = 0; mi < WM; ++mi) {
 #pragma unroll
@@ -140,14 +253,19 @@ __global__ void __launch_bounds__(C::kThreads)
     l[mi][0] = l[mi][1] = 0.0f;
   }
 
+  int stage = 0, load_stage = STAGES - 1;
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    if (tile + STAGES - 1 < num_tiles) load_tile(tile + STAGES - 1, (tile + STAGES - 1) % STAGES);
+    if (tile + STAGES - 1 < num_tiles) {
+      load_tile(tile + STAGES - 1, load_stage, next_blocks);
+      lookup_blocks(tile + STAGES, next_blocks);
+    }
     cp_async_commit();
+    load_stage = load_stage + 1 == STAGES ? 0 : load_stage + 1;
 
-    const T* s_k = s_kv + (tile % STAGES) * 2 * BN * D;
-    const T* s_v = s_k + BN * D;
+    const uint32_t stage_off = static_cast<uint32_t>(stage) * kStageBytes;
+    stage = stage + 1 == STAGES ? 0 : stage + 1;
     const int kb = kv_begin + tile * BN;
 
     // S = Q K^T for this warp's rows and keys.
@@ -158,48 +276,63 @@ __global__ void __launch_bounds__(C::kThreads)
       for (int j = 0; j < kNT; ++j) s[mi][j][0] = s[mi][j][1] = s[mi][j][2] = s[mi][j][3] = 0.0f;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t a[WM][4];
+      uint32_t a_smem[C::kQInRegs ? 1 : WM][4];
+      if constexpr (!C::kQInRegs) {
 #pragma unroll
-      for (int mi = 0; mi < WM; ++mi) {
-        const int r = wm * 16 * WM + mi * 16 + (lane & 15);
-        ldmatrix_x4(a[mi], s_q + swizzle<D>(r, ks * 2 + (lane >> 4)));
+        for (int mi = 0; mi < WM; ++mi) ldmatrix_x4(a_smem[mi], q_addr.at(ks, mi * 16 * kRowBytes));
       }
 #pragma unroll
       for (int nj = 0; nj < kNT / 2; ++nj) {
         uint32_t b[4];
-        const int key = wn * kWarpKeys + nj * 16 + ((lane >> 4) << 3) + (lane & 7);
-        ldmatrix_x4(b, s_k + swizzle<D>(key, ks * 2 + ((lane >> 3) & 1)));
+        ldmatrix_x4(b, k_addr.at(ks, stage_off + nj * 16 * kRowBytes));
 #pragma unroll
         for (int mi = 0; mi < WM; ++mi) {
-          mma_16816<T>(s[mi][2 * nj], a[mi], b[0], b[1]);
-          mma_16816<T>(s[mi][2 * nj + 1], a[mi], b[2], b[3]);
+          if constexpr (C::kQInRegs) {
+            mma_16816<T>(s[mi][2 * nj], q_frag[mi][ks], b[0], b[1]);
+            mma_16816<T>(s[mi][2 * nj + 1], q_frag[mi][ks], b[2], b[3]);
+          } else {
+            mma_16816<T>(s[mi][2 * nj], a_smem[mi], b[0], b[1]);
+            mma_16816<T>(s[mi][2 * nj + 1], a_smem[mi], b[2], b[3]);
+          }
         }
       }
     }
 
-    // Scores in log2 units; mask only tiles that straddle a boundary.
+    if (soft_cap) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mi][j][e] = cap_out * fast_tanh(s[mi][j][e] * cap_in);
+    }
+
+    // Mask only tiles that straddle a boundary.
     const bool need_mask =
         kb + BN > kv_end ||
         (p.causal && (kb + BN - 1 > pos_min || p.chunk_size > 0 ||
                       (p.sliding_window > 0 && kb <= pos_max - p.sliding_window)));
-    const float scale_log2 = p.scale * kLog2e;
+    if (need_mask) {
 #pragma unroll
-    for (int mi = 0; mi < WM; ++mi) {
+      for (int mi = 0; mi < WM; ++mi) {
 #pragma unroll
-      for (int j = 0; j < kNT; ++j) {
+        for (int h = 0; h < 2; ++h) {
+          const int r = wm * 16 * WM + mi * 16 + (lane >> 2) + 8 * h;
+          const KeyWindow w = visible_keys(p, pos_base + (item.row_begin + r) / group, kv_end);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = p.soft_cap > 0.0f ? score_log2(p, s[mi][j][e]) : s[mi][j][e] * scale_log2;
-          if (need_mask) {
-            const int key = kb + wn * kWarpKeys + j * 8 + 2 * (lane & 3) + (e & 1);
-            if (key >= kv_end || !key_visible(p, row_pos[mi][e >> 1], key)) x = -INFINITY;
+          for (int j = 0; j < kNT; ++j) {
+#pragma unroll
+            for (int e = 2 * h; e < 2 * h + 2; ++e) {
+              const int key = kb + wn * kWarpKeys + j * 8 + 2 * (lane & 3) + (e & 1);
+              if (key < w.lo || key > w.hi) s[mi][j][e] = -INFINITY;
+            }
           }
-          s[mi][j][e] = x;
         }
       }
     }
 
     // Online softmax: rescale the running state to the new row maxima.
+    float alpha[WM][2];
 #pragma unroll
     for (int mi = 0; mi < WM; ++mi) {
 #pragma unroll
@@ -209,24 +342,40 @@ __global__ void __launch_bounds__(C::kThreads)
         for (int j = 0; j < kNT; ++j) mx = fmaxf(mx, fmaxf(s[mi][j][2 * h], s[mi][j][2 * h + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[mi][h], mx);
-        const float alpha = safe_exp2(m[mi][h], m_new);
+        const float m_new = fmaxf(m[mi][h], mx * scale_log2);
+        // A row with no visible key yet keeps m = -inf; subtracting 0 then gives
+        // exp2(-inf) = 0 for every weight instead of NaN.
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        alpha[mi][h] = fast_exp2(m[mi][h] - m_use);
         m[mi][h] = m_new;
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < kNT; ++j) {
 #pragma unroll
           for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            const float pv = safe_exp2(s[mi][j][e], m_new);
+            const float pv = fast_exp2(fmaf(s[mi][j][e], scale_log2, -m_use));
             s[mi][j][e] = pv;
             sum += pv;
           }
         }
-        l[mi][h] = l[mi][h] * alpha + sum;
+        l[mi][h] = l[mi][h] * alpha[mi][h] + sum;
+      }
+    }
+    // O's rescale only when some row maximum of the warp moved: alpha is exactly 1
+    // otherwise (ex2(0)), which leaves O unchanged. Once the maxima settle, most tiles skip
+    // the WM * D / 2 multiplies per thread; the test is warp-uniform.
+    bool moved = false;
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi) moved |= alpha[mi][0] != 1.0f || alpha[mi][1] != 1.0f;
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) {
 #pragma unroll
         for (int j = 0; j < kDT; ++j) {
-          o[mi][j][2 * h] *= alpha;
-          o[mi][j][2 * h + 1] *= alpha;
+          o[mi][j][0] *= alpha[mi][0];
+          o[mi][j][1] *= alpha[mi][0];
+          o[mi][j][2] *= alpha[mi][1];
+          o[mi][j][3] *= alpha[mi][1];
         }
       }
     }
@@ -245,8 +394,7 @@ __global__ void __launch_bounds__(C::kThreads)
 #pragma unroll
       for (int dn = 0; dn < D / 16; ++dn) {
         uint32_t b[4];
-        const int key = wn * kWarpKeys + kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        ldmatrix_x4_trans(b, s_v + swizzle<D>(key, dn * 2 + (lane >> 4)));
+        ldmatrix_x4_trans(b, v_addr.at(dn, stage_off + kk * 16 * kRowBytes));
 #pragma unroll
         for (int mi = 0; mi < WM; ++mi) {
           mma_16816<T>(o[mi][2 * dn], a[mi], b[0], b[1]);
@@ -332,6 +480,11 @@ __global__ void __launch_bounds__(C::kThreads)
              head * p.o_head_stride + c * 8;
     *reinterpret_cast<uint4*>(out) = packed;
   }
+  if (item.num_splits <= 1) return;
+  const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
+                                  p.o_head_stride, p.num_heads, p.num_kv_heads};
+  split_kv_merge_if_last<T, C>(merge_args, items + item_index, kv_head, partial_o, partial_lse,
+                               split_counters, smem);
 }
 
 }  // namespace attnkit::cuda

@@ -1,41 +1,53 @@
 #pragma once
 // Tile configurations of CUDA_FLASH per head size, and the launch of one work list.
-// Shared-memory sizes (bytes) are chosen so that prefill runs 2 CTAs per SM (96 KiB each)
-// and decode keeps 2-3 tiles of K/V in flight per SM; see flash_kernel.cuh for layouts.
+// Prefill and decode each run 2-4 CTAs per SM (budgets next to each configuration); see
+// flash_kernel.cuh for the shared-memory layout.
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/flash_kernel.cuh"
 
 namespace attnkit::cuda {
 
-//                                     D   WM WARPS_M WARPS_N BN STAGES
+// Register and shared-memory budgets below were read off `nvcc -Xptxas -v` (sm_90, no
+// spills in any instance); an SM has 64 Ki registers and 227 KiB of shared memory.
+//
+// Prefill ("large rows", 128 rows per CTA): four warps of 32 rows (WM = 2), so every K/V
+// fragment read from shared memory feeds two m16 tiles and ldmatrix traffic stays under
+// the mma.sync rate; O (WM * D / 2 floats per thread) plus S is what the 255-register
+// budget holds, which sets BN. Two CTAs per SM interleave one CTA's softmax with the
+// other's matrix work.
+//                                   D   WM WARPS_M WARPS_N BN STAGES Q_IN_REGS MIN_CTAS
 template <int D>
 struct FlashLargeConfig;
 template <>
-struct FlashLargeConfig<64> {
-  using type = FlashConfig<64, 2, 4, 1, 64, 3>;
+struct FlashLargeConfig<64> {  // 245 registers, 64 KiB shared
+  using type = FlashConfig<64, 2, 4, 1, 64, 3, false, 2>;
 };
 template <>
-struct FlashLargeConfig<128> {
-  using type = FlashConfig<128, 2, 4, 1, 32, 3>;
+struct FlashLargeConfig<128> {  // 255 registers, 80 KiB shared
+  using type = FlashConfig<128, 2, 4, 1, 32, 3, false, 2>;
 };
 template <>
-struct FlashLargeConfig<256> {
-  using type = FlashConfig<256, 1, 4, 1, 32, 2>;
+struct FlashLargeConfig<256> {  // 64 rows; 248 registers, 96 KiB shared
+  using type = FlashConfig<256, 1, 4, 1, 32, 2, false, 2>;
 };
+// Decode ("small rows", 16 rows: the GQA heads of a few tokens): memory-bound, so what
+// matters is K/V bytes in flight per SM: (STAGES - 1) tiles per CTA times CTAs per SM,
+// 64 to 128 KiB here. The warps split every key tile (flash-decoding inside a CTA);
+// Q stays in registers.
 template <int D>
 struct FlashSmallConfig;
 template <>
-struct FlashSmallConfig<64> {
-  using type = FlashConfig<64, 1, 1, 4, 64, 3>;
+struct FlashSmallConfig<64> {  // 128 registers, 50 KiB shared: 4 CTAs per SM
+  using type = FlashConfig<64, 1, 1, 4, 64, 3, true, 4>;
 };
 template <>
-struct FlashSmallConfig<128> {
-  using type = FlashConfig<128, 1, 1, 4, 64, 3>;
+struct FlashSmallConfig<128> {  // 180 registers, 100 KiB shared: 2 CTAs per SM
+  using type = FlashConfig<128, 1, 1, 4, 64, 3, true, 2>;
 };
 template <>
-struct FlashSmallConfig<256> {
-  using type = FlashConfig<256, 1, 1, 4, 64, 2>;
+struct FlashSmallConfig<256> {  // two warps; 104 KiB shared: 2 CTAs per SM
+  using type = FlashConfig<256, 1, 1, 2, 32, 3, true, 2>;
 };
 
 template <typename T, typename C>
@@ -49,8 +61,14 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
     return true;
   }();
   (void)configured;
-  flash_attention_kernel<T, C><<<dim3(count, p.num_kv_heads), C::kThreads, C::kSmemBytes>>>(
-      p, items, plan.partial_o, plan.partial_lse);
+  // grid.y is limited to 65535; items go there only in decode grids (kKvHeadInX).
+  if (C::kKvHeadInX && count > 65535) {
+    throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: " + std::to_string(count) +
+                                             " decode work items in one step (at most 65535)");
+  }
+  const dim3 grid = C::kKvHeadInX ? dim3(p.num_kv_heads, count) : dim3(count, p.num_kv_heads);
+  flash_attention_kernel<T, C><<<grid, C::kThreads, C::kSmemBytes>>>(
+      p, items, plan.partial_o, plan.partial_lse, plan.split_counters);
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_attention_kernel);
 }
 

@@ -290,7 +290,7 @@ void launch_for_compute_dtype(const PagedAttentionParams& p, const DevicePlan& p
 
 }  // namespace
 
-KernelGeometry paged_geometry(int /*head_size*/) { return {kRows, kRows, kTile}; }
+KernelGeometry paged_geometry(int /*head_size*/) { return {kRows, kRows, kTile, 4}; }
 
 void launch_paged_attention(const PagedAttentionParams& p, const DevicePlan& plan) {
   if (p.head_size % 16 != 0 || p.head_size > kMaxHead || p.head_size_v != p.head_size) {

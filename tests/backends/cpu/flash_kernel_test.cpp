@@ -60,6 +60,11 @@ TEST(CpuFlashKernel, DecodeGqaBf16OverLongAndShortContexts) {
   expect_matches_everywhere(s);
   s.seed = 2;
   expect_matches_everywhere(s, forced_splits());
+  // One item per KV head instead of head-packed items.
+  FlashPlanOptions unpacked = forced_splits();
+  unpacked.max_packed_head_rows = 0;
+  s.seed = 3;
+  expect_matches_everywhere(s, unpacked);
 }
 
 TEST(CpuFlashKernel, PrefillAndMixedBatchCausalFp32Hnd) {
@@ -232,12 +237,36 @@ TEST(CpuFlashPlan, SplitsOnlyWhenThreadsWouldIdleAndPartitionTheKeys) {
   EXPECT_EQ(split.merges.size(), 8u);
   EXPECT_GT(split.splits[0], 1);
 
-  o.num_threads = 2;  // 8 items already feed 2 threads... but not 4 items each
+  o.num_threads = 2;  // 8 head-packed items (one per request) feed 2 threads 4 each
   const std::vector<int32_t> qsl8{0, 1, 2, 3, 4, 5, 6, 7, 8};
   const std::vector<int32_t> lens8(8, 4096);
   const FlashPlan no_split = make_flash_plan(qsl8, lens8, 32, 8, 128, 128, MaskSpec{}, o);
   EXPECT_TRUE(no_split.merges.empty());
-  EXPECT_EQ(no_split.items.size(), 64u);
+  EXPECT_EQ(no_split.items.size(), 8u);
+}
+
+TEST(CpuFlashPlan, DecodeItemsPackEveryKvHeadPrefillItemsOne) {
+  // Decode tiles (4 rows per KV head) take all 8 KV heads; prefill tiles of 32 rows one.
+  const std::vector<int32_t> qsl{0, 1, 65};
+  const std::vector<int32_t> lens{300, 64};
+  FlashPlanOptions o;
+  o.num_threads = 1;
+  const FlashPlan plan = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskSpec{}, o);
+  std::vector<int> covered(2 * 8, 0);  // (request, KV head) -> query tokens covered
+  for (const FlashWorkItem& it : plan.items) {
+    EXPECT_EQ(it.num_kv_heads, it.seq == 0 ? 8 : 1);
+    for (int h = it.kv_head; h < it.kv_head + it.num_kv_heads; ++h)
+      covered[static_cast<size_t>(it.seq * 8 + h)] += it.q_end - it.q_begin;
+  }
+  for (int h = 0; h < 8; ++h) {
+    EXPECT_EQ(covered[static_cast<size_t>(h)], 1);
+    EXPECT_EQ(covered[static_cast<size_t>(8 + h)], 64);
+  }
+  EXPECT_EQ(plan.max_rows, 32);
+  // Packing off: one item per KV head.
+  o.max_packed_head_rows = 0;
+  const FlashPlan unpacked = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskSpec{}, o);
+  for (const FlashWorkItem& it : unpacked.items) EXPECT_EQ(it.num_kv_heads, 1);
 }
 
 TEST(CpuFlashPlan, CausalPrefillTilesSkipKeysPastTheirLastQuery) {

@@ -129,6 +129,17 @@ std::vector<NamedCase> all_cases() {
     explicit_kv.kv_dtype = KvCacheDType::kFloat16;
     add(b + "ExplicitKvDtypeEqualToCompute", explicit_kv);
   }
+  // CUDA_FLASH prefill over many 128-row tiles and 32-key tiles with GQA rows packed on M:
+  // every pipeline stage is reused, diagonal and interior tiles both occur, and the last
+  // row tile of each request is partial.
+  GpuCase long_prefill;
+  long_prefill.backend = "CUDA_FLASH";
+  long_prefill.dtype = DType::kBFloat16;
+  long_prefill.head_size = 128;
+  long_prefill.num_heads = 16;
+  long_prefill.num_kv_heads = 4;
+  long_prefill.requests = {{400, 400}, {260, 900}};
+  add("FlashPrefillGqaManyTilesD128", long_prefill);
   // CUDA_PAGED only: KV dtypes other than the compute dtype, fp8 with scales.
   for (KvCacheDType kv : {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2, KvCacheDType::kFloat16}) {
     GpuCase c;

@@ -57,6 +57,33 @@ void expect_valid_plan(const PlanShape& shape, const std::vector<int>& q_lens,
   };
   for (const auto& it : plan.small_items) visit(it, shape.small_rows);
   for (const auto& it : plan.large_items) visit(it, shape.large_rows);
+  // Split groups (merged in place by the last split's CTA): dense ids, one group holds
+  // exactly the num_splits pieces of one (seq, rows) item.
+  std::map<int, std::vector<CudaWorkItem>> groups;
+  for (const auto* list : {&plan.small_items, &plan.large_items}) {
+    for (const auto& it : *list) {
+      if (it.num_splits <= 1) {
+        EXPECT_EQ(it.split_group, -1);
+        continue;
+      }
+      EXPECT_GE(it.split_group, 0);
+      EXPECT_LT(it.split_group, plan.num_split_groups);
+      groups[it.split_group].push_back(it);
+    }
+  }
+  EXPECT_EQ(static_cast<int>(groups.size()), plan.num_split_groups);
+  for (const auto& [id, items] : groups) {
+    ASSERT_EQ(static_cast<int>(items.size()), items.front().num_splits) << "group " << id;
+    std::set<int> splits;
+    for (const auto& it : items) {
+      EXPECT_EQ(it.seq, items.front().seq);
+      EXPECT_EQ(it.row_begin, items.front().row_begin);
+      EXPECT_EQ(it.row_end, items.front().row_end);
+      EXPECT_EQ(it.num_splits, items.front().num_splits);
+      splits.insert(it.split);
+    }
+    EXPECT_EQ(static_cast<int>(splits.size()), items.front().num_splits);
+  }
   for (size_t i = 0; i < q_lens.size(); ++i) {
     for (int r = 0; r < q_lens[i] * group; ++r) {
       auto found = pieces.find({static_cast<int>(i), r});

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One device call of issue 8's proof on a GPU machine: conformance, compute-sanitizer
+# (memcheck + racecheck on a representative subset), the benchmark and the torch peers.
+# Binaries come prebuilt (the device image has no gtest/benchmark/fmt packages):
+#
+#   bench/cuda_device_run.sh STAGE OUT
+#
+# STAGE holds bin/attnkit_backends_cuda_tests, bin/cuda_attention_bench (plus optional
+# bin/cuda_attention_bench_alt*: the same bench built with other head-size-128 tile
+# configurations), lib/ (their shared libraries) and bench/torch_sdpa_peer.py; every log
+# goes to OUT (8 files at most come back). Each step has its own time limit so that one
+# slow step cannot take the others' output with it. Last: ncu counters for one decode and
+# one prefill launch.
+set -u
+stage=$1
+out=$2
+export LD_LIBRARY_PATH="$stage/lib:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+subset='*FlashMixedBatch:*PagedMixedBatch:*FlashSinks:*PagedKvFp8E4M3:*FlashEncoderOnlyContiguous:*FlashHndLayoutBlock32:*FlashPrefillCausalD128Bf16:*FlashDecodeSplitKvD256Bf16:*FlashSoftCap'
+step() {  # name log limit command...  (appends to OUT/log)
+  local name=$1 log=$2 limit=$3
+  shift 3
+  local t0=$SECONDS
+  echo "== $name: $*" >>"$out/$log"
+  timeout "$limit" "$@" >>"$out/$log" 2>&1
+  echo "== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/summary.txt"
+step conformance conformance.log 100 "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="All/*"
+grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/conformance.log" | tee -a "$out/summary.txt"
+# The alternative builds' conformance on the cases that run head size 128 through CUDA_FLASH.
+alt_cases='*FlashDecodeSplitKvD128*:*FlashPrefillCausalD128*:*FlashPrefillGqaManyTilesD128:*FlashMixedBatch:*FlashSlidingWindow:*FlashChunkedLocal:*FlashHndLayoutBlock32:*FlashOddBlockSize5:*FlashMultiQuery:*FlashExplicitKvDtypeEqualToCompute'
+for alt in "$stage"/bin/attnkit_backends_cuda_tests_alt*; do
+  [ -x "$alt" ] && step "$(basename "$alt")" conformance.log 40 "$alt" --gtest_filter="$alt_cases"
+done
+grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$out/conformance.log" | tee -a "$out/summary.txt"
+step bench bench.log 70 "$stage/bin/cuda_attention_bench" --json "$out/cuda_bench.json"
+# Variants of the head-size-128 tile configurations (same code, other FlashConfig), if staged.
+for alt in "$stage"/bin/cuda_attention_bench_alt*; do
+  [ -x "$alt" ] && step "$(basename "$alt")" bench_alt.log 70 "$alt" --only d128
+done
+step peer peer.log 60 python3 "$stage/bench/torch_sdpa_peer.py" --ours "$out/cuda_bench.json"
+step memcheck sanitizers.log 45 compute-sanitizer --tool memcheck --error-exitcode 9 \
+  "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="$subset"
+step racecheck sanitizers.log 45 compute-sanitizer --tool racecheck --error-exitcode 9 \
+  "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="$subset"
+grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitizers.log" | tee -a "$out/summary.txt"
+# Hardware counters for one decode and one prefill launch (what limits each).
+ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+if [ -n "$ncu" ]; then
+  step ncu_decode ncu.log 60 "$ncu" --clock-control none --kernel-name regex:flash_attention_kernel \
+    --launch-skip 3 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section Occupancy --section LaunchStats --section WarpStateStats \
+    "$stage/bin/cuda_attention_bench" --only "decode b64 s2048"
+  step ncu_prefill ncu.log 60 "$ncu" --clock-control none --kernel-name regex:flash_attention_kernel \
+    --launch-skip 3 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section Occupancy --section WarpStateStats --section SchedulerStats \
+    "$stage/bin/cuda_attention_bench" --only "prefill b2 s8192 h16/16"
+fi
+sed -n '/^shape/,$p' "$out/bench.log"
+grep -E "^(decode|prefill) .*d128" "$out/bench_alt.log" 2>/dev/null
+cat "$out/summary.txt"
