@@ -39,12 +39,10 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // current tile. Paged rows of one head are scattered (blocks in any order, rows of other
 // heads in between), which the hardware prefetchers do not follow; spreading one
 // prefetch per cache line over the tile's loads (instead of one burst per tile) keeps the
-// core's miss queue busy without overflowing it. Two tiles of 16 keys ahead is ~16 KiB
-// for d128 at bf16, enough to cover DRAM latency at this rate.
-#ifndef PF_TILES
-#define PF_TILES 4
-#endif
-constexpr int kPrefetchTiles = PF_TILES;
+// core's miss queue busy without overflowing it. Four tiles of 16 keys ahead (32 KiB of
+// K and V per head for d128 at bf16) measured best among 1, 2, 4, 6 and 8 on the Zen 4
+// machine of bench/results/cpu_flash.md (1 and 2 left the strided NHD case waiting).
+constexpr int kPrefetchTiles = 4;
 
 template <class Tag>
 const typename Tag::Storage* typed(const void* p) {
