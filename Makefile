@@ -3,19 +3,27 @@
 #   make test          configure, build, run every test (ctest --output-on-failure)
 #   make format-check  clang-format --dry-run --Werror on every C++ source
 #   make format        clang-format -i on every C++ source
-# PRESET=debug or PRESET=asan selects another CMake preset (CMakePresets.json).
+#   make sanitize      make asan, then make tsan (docs/reliability.md)
+#   make asan          Debug + AddressSanitizer + UBSan build, the whole CPU test suite
+#   make tsan          clang-14 ThreadSanitizer build (LLVM libomp + Archer), the threaded
+#                      CPU kernels, the KV cache (block pool) and the reliability tests
+#   make fuzz          every libFuzzer target for FUZZ_SECONDS seconds each (default 60)
+# PRESET=debug, PRESET=asan or PRESET=tsan selects another CMake preset (CMakePresets.json).
 
 PRESET ?= default
 BUILD_DIR_default := build
 BUILD_DIR_debug := build-debug
 BUILD_DIR_asan := build-asan
+BUILD_DIR_tsan := build-tsan
 BUILD_DIR := $(BUILD_DIR_$(PRESET))
 ATTNKIT := $(BUILD_DIR)/cli/attnkit
 
 SOURCE_DIRS := $(wildcard include src cli tests bench examples fuzz)
 CXX_SOURCES = $(shell find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 
-.PHONY: all deps configure build test demo format format-check clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps configure build test demo format format-check clean sanitize asan tsan fuzz
 
 all: build
 
@@ -33,6 +41,18 @@ test: build
 
 demo: build
 	$(ATTNKIT) run --verify
+
+# Each sanitizer build has its own directory and preset; the preset lists what it builds
+# and runs (tsan: only the suites with threads or the block pool, see CMakePresets.json).
+asan tsan: deps
+	cmake --preset $@
+	cmake --build --preset $@
+	ctest --preset $@ --output-on-failure
+
+sanitize: asan tsan
+
+fuzz: deps
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 format-check: deps
 	clang-format --dry-run --Werror $(CXX_SOURCES)

@@ -24,6 +24,8 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/numeric.h"
 #include "backends/cuda_mla/cuda_mla_backend.h"
+#include "backends/cuda_mla/mla_config_choice.h"
+#include "backends/cuda_mla/mla_geometry.h"
 
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime.h>
@@ -114,6 +116,7 @@ double copy_bandwidth_gbs() {
 struct Shape {
   int heads, batch, context;
   bool fp8 = false;
+  bool sm80_config = false;  // large-row work forced onto the configuration sm_80 runs
 };
 
 struct Result {
@@ -230,6 +233,9 @@ int main(int argc, char** argv) {
   const double copy_gbs = copy_bandwidth_gbs();
   std::printf("device: %s, %d SMs; device-to-device copy: %.0f GB/s (read + write)\n", prop.name,
               prop.multiProcessorCount, copy_gbs);
+  const bool sm90_config = prop.sharedMemPerBlockOptin >= cuda_mla::MlaLargeSm90Config::kSmemBytes;
+  std::printf("large-row configuration: %s (%zu bytes of shared memory per block allowed)\n",
+              sm90_config ? "MlaLargeSm90Config" : "MlaLargeConfig", prop.sharedMemPerBlockOptin);
 
   std::vector<Shape> shapes;
   for (int heads : {128, 16}) {
@@ -238,14 +244,21 @@ int main(int argc, char** argv) {
     }
   }
   for (int heads : {128, 16}) shapes.push_back({heads, 128, 8192, true});
+  // The same 128-head shapes on the sm_80 configuration, for the comparison.
+  shapes.push_back({128, 128, 8192, false, true});
+  shapes.push_back({128, 128, 8192, true, true});
   if (quick) shapes = {{128, 128, 4096}, {16, 128, 4096}};
 
   std::printf("\n| heads | batch | context | cache | ms | cache GB/s | %% of copy | TFLOP/s |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : shapes) {
+    cuda_mla::set_large_row_config(s.sm80_config ? cuda_mla::LargeRowConfig::kSm80
+                                                 : cuda_mla::LargeRowConfig::kAuto);
     const Result r = run_shape(s, copy_gbs, rng);
+    const std::string cache =
+        std::string(s.fp8 ? "fp8_e4m3" : "bf16") + (s.sm80_config ? " (sm_80 config)" : "");
     std::printf("| %d | %d | %d | %s | %.4f | %.0f | %.1f | %.1f |\n", s.heads, s.batch, s.context,
-                s.fp8 ? "fp8_e4m3" : "bf16", r.ms, r.gbs, r.pct_copy, r.tflops);
+                cache.c_str(), r.ms, r.gbs, r.pct_copy, r.tflops);
     std::fflush(stdout);
   }
   return 0;

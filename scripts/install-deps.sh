@@ -17,6 +17,12 @@ packages=(
   libgmock-dev
   libbenchmark-dev
   clang-format
+  # Sanitizers and fuzzing (make sanitize, make fuzz): clang-14 with its runtimes
+  # (ASan/UBSan/TSan/libFuzzer) and LLVM's OpenMP runtime, whose Archer tool
+  # (libarcher.so) makes OpenMP's synchronisation visible to ThreadSanitizer.
+  clang-14
+  libclang-rt-14-dev
+  libomp-14-dev
 )
 
 missing=()

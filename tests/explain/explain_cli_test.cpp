@@ -166,7 +166,9 @@ TEST(ExplainCli, DescribedGpuPlatformSaysWhetherThisBinaryCanRunIt) {
   const testing::CliResult listed = run_cli({"backends", "--platform", "cuda:9.0", "--json"});
   ASSERT_EQ(listed.status, 0) << listed.err;
   bool any_cuda_backend = false;
-  for (const auto& b : nlohmann::json::parse(listed.out)["backends"]) {
+  // Keep the parsed document alive for the loop (a range over a temporary's member dangles).
+  const nlohmann::json backends = nlohmann::json::parse(listed.out);
+  for (const auto& b : backends["backends"]) {
     any_cuda_backend |= b["capabilities"].dump().find("cuda") != std::string::npos;
   }
   if (!any_cuda_backend) GTEST_SKIP() << "no CUDA backend registered in this binary";

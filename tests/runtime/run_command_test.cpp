@@ -95,7 +95,9 @@ TEST(RunCommand, PerKindMappingShowsInWhatRan) {
       kSmall + R"(--json --quiet --attention-config '{"backend_per_kind": {"sliding_window": )"
                R"("REFERENCE"}}')");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& g : nlohmann::json::parse(r.out)["kv_cache_groups"]) {
+  // Keep the parsed document alive for the loop (a range over a temporary's member dangles).
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  for (const auto& g : report["kv_cache_groups"]) {
     if (g["kind"] == "sliding_window") {
       EXPECT_EQ(g["backend_executed"], "REFERENCE");
       EXPECT_EQ(g["chosen_by"], "per_kind");

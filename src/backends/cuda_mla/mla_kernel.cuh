@@ -9,12 +9,18 @@
 // partial O and log2-sum-exp to the split-KV workspace, merged by split_kv_combine.cuh.
 //
 // KV dtypes: a 16-bit cache equal to the compute dtype is copied into shared memory with
-// cp.async (one block-table lookup per key, kStages deep). An fp8 e4m3 cache is copied raw
-// with cp.async two tiles ahead into shared memory (the bytes of the second 16-bit stage
-// hold two fp8 tiles), then converted exactly to the compute dtype (every e4m3 value is
-// representable in fp16 and bf16) into the one converted stage; its scale is applied once,
-// to the scores (scale * k_scale) and to the output (times v_scale, which the contract sets
-// to k_scale), instead of to every element.
+// cp.async (one block-table lookup per key, kStages deep). An fp8 e4m3 cache is loaded
+// into registers kFp8Depth tiles ahead (8 bytes per load) and, at the end of the tile
+// before its own, converted exactly to the compute dtype (every e4m3 value is
+// representable in fp16 and bf16) on the store into a free shared-memory stage (of two, or
+// of three in the pipelined loop); so the conversion needs no barrier of its own and the
+// loads have kFp8Depth whole tiles of work to land. Its scale is applied once, to the scores (scale * k_scale) and to
+// the output (times v_scale, which the contract sets to k_scale), instead of to every
+// element.
+//
+// Tile loop: S phase, barrier, softmax, barrier, PV phase, per tile (plus the in-place
+// add's barrier); or, for configurations with kOverlap, PV(t) and S(t + 1) between the same
+// two barriers over three stages (see the comment at that loop).
 
 #include <cuda_fp8.h>
 
@@ -62,14 +68,19 @@ __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
 }
 
 template <typename T, typename KV, typename C>
-__global__ void __launch_bounds__(kThreads, C::kMinBlocks)
-    mla_attention_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
-                         float* partial_lse) {
+__device__ __forceinline__ void mla_attention_cta(const PagedAttentionParams& p,
+                                                  const CudaWorkItem* items, float* partial_o,
+                                                  float* partial_lse) {
   constexpr int D = kLatentDim, BN = kKvTile, kRows = C::kRows, kChunks = D / 8;
   constexpr int kMTiles = C::kMTiles, STAGES = C::kStages;
   constexpr bool kFp8 = std::is_same_v<KV, Fp8E4M3>;
   static_assert(kFp8 || std::is_same_v<KV, T>, "16-bit caches hold the compute dtype");
-  static_assert(!kFp8 || STAGES == 2, "fp8 uses stage 1's bytes for two raw fp8 tiles");
+  static_assert(!kFp8 || STAGES == 2 || C::kOverlap,
+                "fp8: tiles in use plus the one being stored fill the stages");
+  // The tile loop is unrolled kFp8Depth times for fp8 so that register set (tile % depth)
+  // is chosen at compile time.
+  constexpr int kDepth = kFp8 ? C::kFp8Depth : 1;
+  constexpr int kFp8Loads = C::kFp8Loads;
 
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_q = reinterpret_cast<T*>(smem);
@@ -127,58 +138,26 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
       cuda::cp_async_16(dst + latent_swizzle(my_key, c), src + c * 8, in_range ? 16 : 0);
     }
   };
-  // fp8: the converted tile lives in stage 0 and stage 1's bytes hold two raw fp8 tiles
-  // ([2][kKvTile][576] bytes, unswizzled). Each thread converts exactly the 16-byte raw
-  // chunks it copied itself, so its own cp.async wait orders copy and conversion.
-  constexpr int kRawChunks = BN * D / 16;  // 36 per key
-  constexpr int kRawPerThread = (kRawChunks + kThreads - 1) / kThreads;
-  uint8_t* s_raw = reinterpret_cast<uint8_t*>(s_kv + BN * D);
-  auto load_raw_async = [&](int tile, int raw_stage) {
+  // fp8: the same key-per-thread split as load_tile_async, 8 bytes (one converted 16-byte
+  // chunk) per load, one block-table lookup per tile; keys past kv_end read as 0.
+  [[maybe_unused]] uint2 fp8_regs[kDepth][kFp8Loads];
+  auto fp8_load = [&](int tile, uint2(&r)[kFp8Loads]) {
+    bool in_range = false;
+    const KV* src = key_row(tile, in_range);
 #pragma unroll
-    for (int j = 0; j < kRawPerThread; ++j) {
-      const int i = tid + j * kThreads;
-      if (i >= kRawChunks) break;
-      const int key = i / (D / 16), c = i % (D / 16);
-      const int kpos = kv_begin + tile * BN + key;
-      const uint8_t* src = static_cast<const uint8_t*>(p.k_cache);
-      int bytes = 0;
-      if (kpos < kv_end) {
-        src +=
-            cuda::kv_token_offset(p, item.seq, kpos, p.k_block_stride, p.k_token_stride) + c * 16;
-        bytes = 16;
-      }
-      cuda::cp_async_16(s_raw + (raw_stage * BN + key) * D + c * 16, src, bytes);
+    for (int j = 0; j < kFp8Loads; ++j) {
+      const int c = my_part + j * C::kThreadsPerKey;
+      r[j] = in_range ? *reinterpret_cast<const uint2*>(src + c * 8) : make_uint2(0u, 0u);
     }
   };
-  auto convert_raw = [&](int raw_stage) {
+  auto fp8_store = [&](int stage, const uint2(&r)[kFp8Loads]) {
+    T* dst = s_kv + stage * BN * D;
 #pragma unroll
-    for (int j = 0; j < kRawPerThread; ++j) {
-      const int i = tid + j * kThreads;
-      if (i >= kRawChunks) break;
-      const int key = i / (D / 16), c = i % (D / 16);
-      const uint4 raw =
-          *reinterpret_cast<const uint4*>(s_raw + (raw_stage * BN + key) * D + c * 16);
-      *reinterpret_cast<uint4*>(s_kv + latent_swizzle(key, 2 * c)) =
-          fp8x8_to<T>(make_uint2(raw.x, raw.y));
-      *reinterpret_cast<uint4*>(s_kv + latent_swizzle(key, 2 * c + 1)) =
-          fp8x8_to<T>(make_uint2(raw.z, raw.w));
+    for (int j = 0; j < kFp8Loads; ++j) {
+      const int c = my_part + j * C::kThreadsPerKey;
+      *reinterpret_cast<uint4*>(dst + latent_swizzle(my_key, c)) = fp8x8_to<T>(r[j]);
     }
   };
-
-  if constexpr (kFp8) {
-    load_raw_async(0, 0);
-    cuda::cp_async_commit();  // group 0 also carries Q
-    if (num_tiles > 1) load_raw_async(1, 1);
-    cuda::cp_async_commit();
-    cuda::cp_async_wait<1>();
-    convert_raw(0);
-  } else {
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < num_tiles) load_tile_async(s, s);
-      cuda::cp_async_commit();  // group 0 also carries Q
-    }
-  }
 
   // S-phase role of this warp.
   const int s_mg = warp % C::kMGroups;
@@ -198,128 +177,120 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
 #pragma unroll
     for (int j = 0; j < 8; ++j) o[mt][j][0] = o[mt][j][1] = o[mt][j][2] = o[mt][j][3] = 0.0f;
 
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    if constexpr (!kFp8) cuda::cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    if constexpr (kFp8) {
-      // Tiles tile + 1 (landing) and tile + 2 (issued now) are in flight during this one.
-      if (tile + 2 < num_tiles) load_raw_async(tile + 2, tile % 2);
-      cuda::cp_async_commit();
-    } else {
-      if (tile + STAGES - 1 < num_tiles) {
-        load_tile_async(tile + STAGES - 1, (tile + STAGES - 1) % STAGES);
-      }
-      cuda::cp_async_commit();
-    }
-    const T* s_k = kFp8 ? s_kv : s_kv + (tile % STAGES) * BN * D;
-    const int kb = kv_begin + tile * BN;
+  auto stage_of = [&](int tile) { return s_kv + (tile % STAGES) * BN * D; };
 
-    // S phase: this warp's kSWarpMTiles m16 tiles x 16 keys over its share of the 576 dims.
-    {
-      constexpr int SMT = C::kSWarpMTiles;
-      float acc[SMT][2][4];
+  // S phase: this warp's kSWarpMTiles m16 tiles x its key slice over its share of the 576
+  // dims, partial sums to shared memory: a buffer per split, or one buffer that split 1
+  // adds to once split 0 has stored (every element has one writer in each phase).
+  auto s_phase = [&](const T* s_k) {
+    constexpr int SMT = C::kSWarpMTiles, SNT = C::kSNTiles;
+    float acc[SMT][SNT][4];
+#pragma unroll
+    for (int i = 0; i < SMT; ++i) {
+#pragma unroll
+      for (int nt = 0; nt < SNT; ++nt) {
+        acc[i][nt][0] = acc[i][nt][1] = acc[i][nt][2] = acc[i][nt][3] = 0.0f;
+      }
+    }
+    // Partly unrolled: fully unrolling lets the compiler hoist so many fragment loads
+    // that the 128 O accumulators of the large configurations spill.
+#pragma unroll 3
+    for (int kk = 0; kk < C::kKSteps; ++kk) {
+      const int ks = s_ksplit * C::kKSteps + kk;
+      uint32_t a[SMT][4], b[SNT / 2][4];
+#pragma unroll
+      for (int i = 0; i < SMT; ++i) {
+        cuda::ldmatrix_x4(
+            a[i], s_q + latent_swizzle((s_mg * SMT + i) * 16 + (lane & 15), ks * 2 + (lane >> 4)));
+      }
+#pragma unroll
+      for (int j = 0; j < SNT / 2; ++j) {
+        const int key = s_slice * C::kSliceKeys + j * 16 + ((lane >> 4) << 3) + (lane & 7);
+        cuda::ldmatrix_x4(b[j], s_k + latent_swizzle(key, ks * 2 + ((lane >> 3) & 1)));
+      }
 #pragma unroll
       for (int i = 0; i < SMT; ++i) {
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          acc[i][nt][0] = acc[i][nt][1] = acc[i][nt][2] = acc[i][nt][3] = 0.0f;
+        for (int j = 0; j < SNT / 2; ++j) {
+          cuda::mma_16816<T>(acc[i][2 * j], a[i], b[j][0], b[j][1]);
+          cuda::mma_16816<T>(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]);
         }
       }
-      // Partly unrolled: fully unrolling lets the compiler hoist so many fragment loads
-      // that the 128 O accumulators of the large configuration spill.
-#pragma unroll 3
-      for (int kk = 0; kk < C::kKSteps; ++kk) {
-        const int ks = s_ksplit * C::kKSteps + kk;
-        uint32_t a[SMT][4], b[4];
+    }
+    auto store = [&](int buffer, bool add) {
 #pragma unroll
-        for (int i = 0; i < SMT; ++i) {
-          cuda::ldmatrix_x4(a[i], s_q + latent_swizzle((s_mg * SMT + i) * 16 + (lane & 15),
-                                                       ks * 2 + (lane >> 4)));
-        }
-        const int key = s_slice * 16 + ((lane >> 4) << 3) + (lane & 7);
-        cuda::ldmatrix_x4(b, s_k + latent_swizzle(key, ks * 2 + ((lane >> 3) & 1)));
+      for (int i = 0; i < SMT; ++i) {
+        float* dst = s_s + (buffer * kRows + (s_mg * SMT + i) * 16 + (lane >> 2)) * C::kSStride +
+                     s_slice * C::kSliceKeys + 2 * (lane & 3);
 #pragma unroll
-        for (int i = 0; i < SMT; ++i) {
-          cuda::mma_16816<T>(acc[i][0], a[i], b[0], b[1]);
-          cuda::mma_16816<T>(acc[i][1], a[i], b[2], b[3]);
-        }
-      }
-      // Partial sums to shared memory: a buffer per split, or one buffer that split 1 adds
-      // to once split 0 has stored (every element has one writer in each phase).
-      auto store = [&](int buffer, bool add) {
+        for (int nt = 0; nt < SNT; ++nt) {
 #pragma unroll
-        for (int i = 0; i < SMT; ++i) {
-          float* dst = s_s + (buffer * kRows + (s_mg * SMT + i) * 16 + (lane >> 2)) * C::kSStride +
-                       s_slice * 16 + 2 * (lane & 3);
-#pragma unroll
-          for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              float2* d = reinterpret_cast<float2*>(dst + h * 8 * C::kSStride + nt * 8);
-              float2 v = make_float2(acc[i][nt][2 * h], acc[i][nt][2 * h + 1]);
-              if (add) {
-                const float2 prev = *d;
-                v.x += prev.x;
-                v.y += prev.y;
-              }
-              *d = v;
+          for (int h = 0; h < 2; ++h) {
+            float2* d = reinterpret_cast<float2*>(dst + h * 8 * C::kSStride + nt * 8);
+            float2 v = make_float2(acc[i][nt][2 * h], acc[i][nt][2 * h + 1]);
+            if (add) {
+              const float2 prev = *d;
+              v.x += prev.x;
+              v.y += prev.y;
             }
+            *d = v;
           }
         }
-      };
-      if constexpr (C::kSInPlace) {
-        if (s_ksplit == 0) store(0, false);
-        __syncthreads();
-        if (s_ksplit == 1) store(0, true);
-      } else {
-        store(s_ksplit, false);
       }
+    };
+    if constexpr (C::kSInPlace) {
+      if (s_ksplit == 0) store(0, false);
+      __syncthreads();
+      if (s_ksplit == 1) store(0, true);
+    } else {
+      store(s_ksplit, false);
     }
-    __syncthreads();
+  };
 
-    // Online softmax of this tile (scores in log2 units).
-    {
-      constexpr int KPT = C::kKeysPerThread;
-      float x[KPT];
-      float mx = -INFINITY;
+  // Online softmax of tile `tile` (scores in log2 units): P and the rows' rescale factors.
+  auto softmax = [&](int tile) {
+    constexpr int KPT = C::kKeysPerThread;
+    const int kb = kv_begin + tile * BN;
+    float x[KPT];
+    float mx = -INFINITY;
 #pragma unroll
-      for (int e = 0; e < KPT; ++e) {
-        const int local = sm_sub * KPT + e;
-        float v = 0.0f;
+    for (int e = 0; e < KPT; ++e) {
+      const int local = sm_sub * KPT + e;
+      float v = 0.0f;
 #pragma unroll
-        for (int ks = 0; ks < C::kSBuffers; ++ks)
-          v += s_s[(ks * kRows + sm_row) * C::kSStride + local];
-        const int key = kb + local;
-        const bool visible = sm_valid && key < kv_end && cuda::key_visible(p, sm_pos, key);
-        x[e] = visible ? v * scale_log2 : -INFINITY;
-        mx = fmaxf(mx, x[e]);
-      }
-#pragma unroll
-      for (int off = 1; off < C::kThreadsPerRow; off <<= 1) {
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      }
-      const float m_new = fmaxf(run_m, mx);
-      const float alpha = cuda::safe_exp2(run_m, m_new);
-      run_m = m_new;
-      float sum = 0.0f;
-      uint32_t* p_row = reinterpret_cast<uint32_t*>(s_p + sm_row * C::kPStride + sm_sub * KPT);
-#pragma unroll
-      for (int e = 0; e < KPT; e += 2) {
-        const float p0 = cuda::safe_exp2(x[e], m_new);
-        const float p1 = cuda::safe_exp2(x[e + 1], m_new);
-        sum += p0 + p1;
-        p_row[e / 2] = cuda::pack2<T>(p0, p1);
-      }
-#pragma unroll
-      for (int off = 1; off < C::kThreadsPerRow; off <<= 1) {
-        sum += __shfl_xor_sync(0xffffffffu, sum, off);
-      }
-      run_l = run_l * alpha + sum;
-      if (sm_sub == 0) s_alpha[sm_row] = alpha;
+      for (int ks = 0; ks < C::kSBuffers; ++ks)
+        v += s_s[(ks * kRows + sm_row) * C::kSStride + local];
+      const int key = kb + local;
+      const bool visible = sm_valid && key < kv_end && cuda::key_visible(p, sm_pos, key);
+      x[e] = visible ? v * scale_log2 : -INFINITY;
+      mx = fmaxf(mx, x[e]);
     }
-    __syncthreads();
+#pragma unroll
+    for (int off = 1; off < C::kThreadsPerRow; off <<= 1) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    }
+    const float m_new = fmaxf(run_m, mx);
+    const float alpha = cuda::safe_exp2(run_m, m_new);
+    run_m = m_new;
+    float sum = 0.0f;
+    uint32_t* p_row = reinterpret_cast<uint32_t*>(s_p + sm_row * C::kPStride + sm_sub * KPT);
+#pragma unroll
+    for (int e = 0; e < KPT; e += 2) {
+      const float p0 = cuda::safe_exp2(x[e], m_new);
+      const float p1 = cuda::safe_exp2(x[e + 1], m_new);
+      sum += p0 + p1;
+      p_row[e / 2] = cuda::pack2<T>(p0, p1);
+    }
+#pragma unroll
+    for (int off = 1; off < C::kThreadsPerRow; off <<= 1) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    }
+    run_l = run_l * alpha + sum;
+    if (sm_sub == 0) s_alpha[sm_row] = alpha;
+  };
 
-    // PV phase: rescale, then O[:, 64 warp .. +64) += P V over the tile's keys.
+  // PV phase: rescale, then O[:, 64 warp .. +64) += P V over the tile's keys.
+  auto pv_phase = [&](const T* s_k) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
       const float a_lo = s_alpha[mt * 16 + (lane >> 2)];
@@ -352,13 +323,112 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
         }
       }
     }
+  };
 
+  if constexpr (C::kOverlap) {
+    // Three stages; per tile t: [barrier] PV(t) and S(t + 1) [barrier] softmax(t + 1). The
+    // mma work of two phases meets between two barriers instead of one phase between
+    // three, and the tensor cores are busy while the other half of the warps still works
+    // on the previous phase. Tile t + 1 is complete at the first barrier (issued one
+    // iteration earlier); tile t + 2 goes into the stage of tile t - 1, whose last reader
+    // (PV(t - 1)) finished before the previous iteration's second barrier.
+    static_assert(STAGES == 3, "tiles t and t + 1 resident while t + 2 loads");
     if constexpr (kFp8) {
-      // One converted stage: every warp must be done with this tile before it is replaced.
+      static_assert(kDepth == 1, "one register set");
+      cuda::cp_async_commit();  // Q
+      fp8_load(0, fp8_regs[0]);
+      fp8_store(0, fp8_regs[0]);
+      if (num_tiles > 1) {
+        fp8_load(1, fp8_regs[0]);
+        fp8_store(1, fp8_regs[0]);
+      }
+      if (num_tiles > 2) fp8_load(2, fp8_regs[0]);
+      cuda::cp_async_wait<0>();
+    } else {
+      if (num_tiles > 0) load_tile_async(0, 0);
+      cuda::cp_async_commit();  // group 0 also carries Q
+      if (num_tiles > 1) load_tile_async(1, 1);
+      cuda::cp_async_commit();
+      cuda::cp_async_wait<1>();
+    }
+    __syncthreads();
+    if (num_tiles > 0) {
+      s_phase(stage_of(0));
+      __syncthreads();
+      softmax(0);
+    }
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      if constexpr (!kFp8) cuda::cp_async_wait<0>();
+      __syncthreads();
+      if constexpr (!kFp8) {
+        if (tile + 2 < num_tiles) load_tile_async(tile + 2, (tile + 2) % STAGES);
+        cuda::cp_async_commit();
+      }
+      pv_phase(stage_of(tile));
       if (tile + 1 < num_tiles) {
-        cuda::cp_async_wait<1>();
+        s_phase(stage_of(tile + 1));
         __syncthreads();
-        convert_raw((tile + 1) % 2);
+        softmax(tile + 1);
+        if constexpr (kFp8) {
+          // Tile tile + 2 into the stage of tile - 1 (free since this iteration's first
+          // barrier, read from the next one on), then the loads of tile tile + 3.
+          if (tile + 2 < num_tiles) {
+            fp8_store((tile + 2) % STAGES, fp8_regs[0]);
+            if (tile + 3 < num_tiles) fp8_load(tile + 3, fp8_regs[0]);
+          }
+        }
+      }
+    }
+  } else {
+    if constexpr (kFp8) {
+      cuda::cp_async_commit();  // Q
+      fp8_load(0, fp8_regs[0]);
+      fp8_store(0, fp8_regs[0]);
+      // Invariant at the top of tile t: tiles t + 1 .. t + kDepth are in flight in register
+      // set (tile % kDepth).
+#pragma unroll
+      for (int d = 0; d < kDepth; ++d) {
+        if (1 + d < num_tiles) fp8_load(1 + d, fp8_regs[(1 + d) % kDepth]);
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < num_tiles) load_tile_async(s, s);
+        cuda::cp_async_commit();  // group 0 also carries Q
+      }
+    }
+    for (int tile0 = 0; tile0 < num_tiles; tile0 += kDepth) {
+#pragma unroll
+      for (int unrolled = 0; unrolled < kDepth; ++unrolled) {
+        const int tile = tile0 + unrolled;
+        if (tile >= num_tiles) break;
+        if constexpr (kFp8) {
+          cuda::cp_async_wait<0>();  // Q (the first time)
+        } else {
+          cuda::cp_async_wait<STAGES - 2>();
+        }
+        __syncthreads();
+        if constexpr (!kFp8) {
+          if (tile + STAGES - 1 < num_tiles) {
+            load_tile_async(tile + STAGES - 1, (tile + STAGES - 1) % STAGES);
+          }
+          cuda::cp_async_commit();
+        }
+        s_phase(stage_of(tile));
+        __syncthreads();
+        softmax(tile);
+        __syncthreads();
+        pv_phase(stage_of(tile));
+        if constexpr (kFp8) {
+          // Tile tile + 1 into the other stage (its last reader, tile - 1, finished before
+          // this tile's barrier; the next barrier publishes it), then reuse its registers
+          // for tile tile + 1 + kDepth.
+          if (tile + 1 < num_tiles) {
+            const int set = (unrolled + 1) % kDepth;  // a constant once the loop is unrolled
+            fp8_store((tile + 1) % STAGES, fp8_regs[set]);
+            if (tile + 1 + kDepth < num_tiles) fp8_load(tile + 1 + kDepth, fp8_regs[set]);
+          }
+        }
       }
     }
   }
@@ -407,6 +477,24 @@ __global__ void __launch_bounds__(kThreads, C::kMinBlocks)
             cuda::pack2<T>(o[mt][j][2 * h] * factor, o[mt][j][2 * h + 1] * factor);
       }
     }
+  }
+}
+
+// sm_90-only configurations are not compiled for older architectures (the launcher never
+// picks them there): their body would only cost compile time.
+template <typename T, typename KV, typename C>
+__global__ void __launch_bounds__(kThreads, C::kMinBlocks)
+    mla_attention_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
+                         float* partial_lse) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr bool kCompiled = !C::kSm90Only;
+#else
+  constexpr bool kCompiled = true;
+#endif
+  if constexpr (kCompiled) {
+    mla_attention_cta<T, KV, C>(p, items, partial_o, partial_lse);
+  } else {
+    __trap();
   }
 }
 

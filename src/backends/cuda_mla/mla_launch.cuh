@@ -4,6 +4,7 @@
 // compiles them in parallel.
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda_mla/mla_config_choice.h"
 #include "backends/cuda_mla/mla_kernel.cuh"
 
 namespace attnkit::cuda_mla {
@@ -24,10 +25,25 @@ void launch_mla_items(const PagedAttentionParams& p, const CudaWorkItem* items, 
   ATTNKIT_CUDA_CHECK_LAUNCH(mla_attention_kernel);
 }
 
+// Whether the current device lets a CTA opt into MlaLargeSm90Config's shared memory (asked
+// per launch: a process may drive GPUs of different architectures).
+inline bool device_holds_sm90_config() {
+  int device = 0, optin = 0;
+  ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
+  ATTNKIT_CUDA_CHECK(
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<size_t>(optin) >= MlaLargeSm90Config::kSmemBytes;
+}
+
 template <typename T, typename KV>
 void launch_mla_cache_dtype(const PagedAttentionParams& p, const cuda::DevicePlan& plan) {
   launch_mla_items<T, KV, MlaSmallConfig>(p, plan.small_items, plan.num_small, plan);
-  launch_mla_items<T, KV, MlaLargeConfig>(p, plan.large_items, plan.num_large, plan);
+  if (plan.num_large == 0) return;
+  if (large_row_config() == LargeRowConfig::kAuto && device_holds_sm90_config()) {
+    launch_mla_items<T, KV, MlaLargeSm90Config>(p, plan.large_items, plan.num_large, plan);
+  } else {
+    launch_mla_items<T, KV, MlaLargeConfig>(p, plan.large_items, plan.num_large, plan);
+  }
 }
 
 template <typename T>

@@ -21,6 +21,7 @@
 #include "attnkit/conformance/conformance.h"
 #include "attnkit/core/platform.h"
 #include "backends/cuda_mla/cuda_mla_backend.h"
+#include "backends/cuda_mla/mla_config_choice.h"
 
 namespace attnkit::conformance {
 namespace {
@@ -127,6 +128,31 @@ INSTANTIATE_TEST_SUITE_P(Mla, CudaMlaGpuConformance, ::testing::ValuesIn(explici
                          [](const ::testing::TestParamInfo<NamedCase>& param_info) {
                            return param_info.param.c.name;
                          });
+
+// On an sm_90 GPU the large-row work runs MlaLargeSm90Config; these cases force the
+// configuration sm_80 runs (MlaLargeConfig), so that it stays proven on the same GPU.
+TEST(CudaMlaGpuSm80Config, LargeRowCasesMatchReference) {
+  const std::optional<Platform> gpu = local_cuda_platform();
+  if (!gpu) GTEST_SKIP() << "no CUDA GPU on this machine (or a build without CUDA)";
+  const auto backend = make_cuda_mla_backend();
+  const std::unique_ptr<DeviceMemory> memory = make_cuda_memory(0);
+  std::vector<ConformanceCase> cases;
+  cases.push_back(mla_case("Sm80DecodeH128Bf16", 128, {1, 1, 1}, {8192, 700, 1}));
+  cases.push_back(with_kv(mla_case("Sm80DecodeH128Fp16Fp8", 128, {1, 1}, {3000, 65}),
+                          DType::kFloat16, KvCacheDType::kFp8E4M3));
+  cases.push_back(mla_case("Sm80PrefillH128", 128, {120, 1}, {120, 900}));
+  ConformanceCase window = mla_case("Sm80SlidingWindowPrefillH128", 128, {90, 1}, {400, 700});
+  window.layer.sliding_window = 64;
+  cases.push_back(window);
+  cuda_mla::set_large_row_config(cuda_mla::LargeRowConfig::kSm80);
+  for (const ConformanceCase& c : cases) {
+    const CaseResult r = run_case(*backend, c, *gpu, *memory);
+    EXPECT_EQ(r.status, CaseStatus::kPassed) << c.name << ": " << r.message;
+    std::printf("[ output %.2e (tol %.1e) cache %.2e %.2fs ] %s\n", r.output_error,
+                r.tolerance.output, r.cache_error, r.seconds, c.name.c_str());
+  }
+  cuda_mla::set_large_row_config(cuda_mla::LargeRowConfig::kAuto);
+}
 
 // The suite's own cases from the declared capabilities: every one either passes or is
 // skipped by the combination hook (a 16-bit cache that differs from the compute dtype).

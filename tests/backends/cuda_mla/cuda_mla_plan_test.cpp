@@ -20,6 +20,7 @@
 #include "attnkit/model/model_loader.h"
 #include "attnkit/registry/registry.h"
 #include "backends/cuda_mla/cuda_mla_backend.h"
+#include "backends/cuda_mla/mla_config_choice.h"
 #include "backends/cuda_mla/mla_geometry.h"
 
 namespace attnkit {
@@ -250,6 +251,42 @@ TEST(CudaMlaGeometry, SharedMemoryFitsAmpereAndTwoSmallCtasFitHopper) {
   EXPECT_LE(2 * (cuda_mla::MlaSmallConfig::kSmemBytes + 1024), 228u * 1024u);
   EXPECT_EQ(cuda_mla::MlaSmallConfig::kRows, 16);
   EXPECT_EQ(cuda_mla::MlaLargeConfig::kRows, 64);
+}
+
+TEST(CudaMlaGeometry, Sm90LargeConfigNeedsHopperSharedMemoryAndMatchesThePlannersRows) {
+  using Sm90 = cuda_mla::MlaLargeSm90Config;
+  EXPECT_TRUE(Sm90::kSm90Only);
+  EXPECT_FALSE(cuda_mla::MlaLargeConfig::kSm90Only);
+  // Too big for sm_80 (that is why the launcher checks the device), one CTA per sm_90 SM.
+  EXPECT_GT(Sm90::kSmemBytes, cuda_mla::kSm80MaxSmemBytes);
+  EXPECT_LE(Sm90::kSmemBytes, cuda_mla::kSm90MaxSmemBytes);
+  EXPECT_EQ(Sm90::kCtasPerSm90, 1);
+  EXPECT_EQ(Sm90::kRows, cuda_mla::MlaLargeConfig::kRows);
+  // Each S-phase warp: 32 rows x all 32 keys x 9 of the 36 k16 steps.
+  EXPECT_EQ(Sm90::kSWarpMTiles * 16, 32);
+  EXPECT_EQ(Sm90::kSliceKeys, cuda_mla::kKvTile);
+  EXPECT_EQ(Sm90::kKSteps, 9);
+  EXPECT_EQ(Sm90::kSBuffers, 4);
+  EXPECT_TRUE(Sm90::kOverlap);
+  EXPECT_EQ(Sm90::kStages, 3);
+  EXPECT_FALSE(cuda_mla::MlaLargeConfig::kOverlap);
+  EXPECT_FALSE(cuda_mla::MlaSmallConfig::kOverlap);
+}
+
+TEST(CudaMlaGeometry, Fp8RegisterPipelineCoversATileEvenly) {
+  // 32 keys x 576 bytes in 8-byte loads over 256 threads: 9 loads each.
+  EXPECT_EQ(cuda_mla::MlaSmallConfig::kFp8Loads, 9);
+  EXPECT_EQ(cuda_mla::MlaSmallConfig::kFp8Depth, 2);
+  EXPECT_EQ(cuda_mla::MlaLargeConfig::kFp8Depth, 1);
+  EXPECT_EQ(cuda_mla::MlaLargeSm90Config::kFp8Depth, 1);
+}
+
+TEST(CudaMlaGeometry, LargeRowConfigChoiceIsProcessWideAndResettable) {
+  EXPECT_EQ(cuda_mla::large_row_config(), cuda_mla::LargeRowConfig::kAuto);
+  cuda_mla::set_large_row_config(cuda_mla::LargeRowConfig::kSm80);
+  EXPECT_EQ(cuda_mla::large_row_config(), cuda_mla::LargeRowConfig::kSm80);
+  cuda_mla::set_large_row_config(cuda_mla::LargeRowConfig::kAuto);
+  EXPECT_EQ(cuda_mla::large_row_config(), cuda_mla::LargeRowConfig::kAuto);
 }
 
 TEST(CudaMlaPlan, DecodeWithManyHeadsPacksHeadsIntoLargeRowTiles) {
