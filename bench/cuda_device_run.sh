@@ -10,7 +10,8 @@
 # configurations), lib/ (their shared libraries) and bench/torch_sdpa_peer.py; every log
 # goes to OUT (8 files at most come back). Each step has its own time limit so that one
 # slow step cannot take the others' output with it. Last: ncu counters for one decode and
-# one prefill launch.
+# one prefill launch (NCU_DECODE / NCU_SECOND: other `--only` shapes for the two launches;
+# NCU_SECOND_BIN=NAME takes the second from bin/NAME, e.g. an alternative build).
 set -u
 stage=$1
 out=$2
@@ -51,11 +52,11 @@ if [ -n "$ncu" ]; then
   step ncu_decode ncu.log 60 "$ncu" --clock-control none --kernel-name regex:flash_attention_kernel \
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats \
-    "$stage/bin/cuda_attention_bench" --only "decode b64 s2048"
+    "$stage/bin/cuda_attention_bench" --only "${NCU_DECODE:-decode b64 s2048}"
   step ncu_prefill ncu.log 60 "$ncu" --clock-control none --kernel-name regex:flash_attention_kernel \
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section SchedulerStats \
-    "$stage/bin/cuda_attention_bench" --only "prefill b2 s8192 h16/16"
+    "$stage/bin/${NCU_SECOND_BIN:-cuda_attention_bench}" --only "${NCU_SECOND:-prefill b2 s8192 h16/16}"
 fi
 sed -n '/^shape/,$p' "$out/bench.log"
 grep -E "^(decode|prefill) .*d128" "$out/bench_alt.log" 2>/dev/null

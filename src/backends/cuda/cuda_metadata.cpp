@@ -37,6 +37,7 @@ PlanShape plan_shape_for(KernelFamily family, const AttentionLayerParams& layer,
   // more splits only add partial results to merge and per-CTA start-up, fewer leave
   // SMs idle.
   shape.target_ctas = geometry.small_ctas_per_sm * num_sms;
+  shape.round_splits = family == KernelFamily::kFlash;
   return shape;
 }
 

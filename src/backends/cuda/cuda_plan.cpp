@@ -112,8 +112,10 @@ CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_sta
     int split_len = std::max<int>(shape.min_split_len, ceil_div(work, target));
     split_len = ceil_div(split_len, shape.kv_tile) * shape.kv_tile;
     for (int i = 0; i < num_reqs; ++i) {
-      splits[static_cast<size_t>(i)] =
-          std::clamp(ceil_div(longest[static_cast<size_t>(i)], split_len), 1, shape.max_splits);
+      const int len = longest[static_cast<size_t>(i)];
+      const int count =
+          shape.round_splits ? (len + split_len / 2) / split_len : ceil_div(len, split_len);
+      splits[static_cast<size_t>(i)] = std::clamp(count, 1, shape.max_splits);
     }
   }
 

@@ -58,6 +58,10 @@ struct PlanShape {
   int target_ctas = 0;      // split-KV until about this many CTAs (0: 4 * num_sms)
   int min_split_len = 256;  // never split below this many keys per split
   int max_splits = 64;
+  // Split count per request: longest / split_len rounded to the nearest integer instead
+  // of up, so that a grid a few CTAs short of the target stays unsplit (one wave) rather
+  // than doubling into two waves of half-length splits plus their merge.
+  bool round_splits = false;
 };
 
 struct CudaPlan {

@@ -34,7 +34,7 @@
 namespace attnkit::cuda {
 
 template <int D_, int WM_, int WARPS_M_, int WARPS_N_, int BN_, int STAGES_, bool Q_IN_REGS_,
-          int MIN_CTAS_>
+          int MIN_CTAS_, int THREADS_PER_KEY_ = 0>
 struct FlashConfig {
   static constexpr int D = D_;
   static constexpr int WM = WM_;
@@ -47,6 +47,14 @@ struct FlashConfig {
   static constexpr bool kQInRegs = Q_IN_REGS_;
   // CTAs per SM the register allocation must allow (__launch_bounds__).
   static constexpr int kMinCtas = MIN_CTAS_;
+  // Threads that copy one key's row of a K/V tile (0: the fewest that keep every thread
+  // busy, threads / BN). With 8, one cp.async instruction of a warp covers 4 keys x 128
+  // bytes, i.e. 4 whole 128-byte lines, instead of 16 keys x 32 bytes (16 one-sector
+  // requests to 16 different lines) with 2 threads per key: the L2 then serves DRAM's rate.
+  static constexpr int kThreadsPerKey = THREADS_PER_KEY_ > 0 ? THREADS_PER_KEY_
+                                                             : (32 * WARPS_M_ * WARPS_N_ >= BN_
+                                                                    ? 32 * WARPS_M_ * WARPS_N_ / BN_
+                                                                    : 1);
   // Decode grids put the KV head in blockIdx.x: the CTAs of one request's KV heads start
   // together and read the same K/V token rows (NHD: the heads of a token are adjacent)
   // at about the same time, which keeps DRAM pages and L2 lines shared. Prefill grids
@@ -126,12 +134,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   cp_async_commit();
 
   // K/V tile loads: the 16-byte chunks of one key go to kThreadsPerKey consecutive
-  // threads, so one block-table lookup serves every chunk of the key and each cp.async
-  // instruction of a warp reads whole 32-byte sectors. Thread `sub` of a key copies chunks
+  // threads, so one block-table lookup per pass serves every chunk of the key that the
+  // thread copies, and each cp.async instruction of a warp reads whole sectors (whole
+  // 128-byte lines with 8 threads per key). Thread `sub` of a key copies chunks
   // sub + j * kThreadsPerKey; with kThreadsPerKey a power of two that is (j * kThreadsPerKey)
   // ^ sub, so the swizzled destination is row + ((16 j kThreadsPerKey) ^ dst_xor) and the
   // source is one pointer plus immediates.
-  constexpr int kThreadsPerKey = kThreads >= BN ? kThreads / BN : 1;
+  constexpr int kThreadsPerKey = C::kThreadsPerKey;
   constexpr int kKeysPerPass = kThreads / kThreadsPerKey;
   constexpr int kChunksPerThread = kChunks / kThreadsPerKey;
   static_assert((kThreadsPerKey & (kThreadsPerKey - 1)) == 0, "threads per key: power of two");

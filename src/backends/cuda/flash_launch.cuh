@@ -8,8 +8,25 @@
 
 namespace attnkit::cuda {
 
-// Register and shared-memory budgets below were read off `nvcc -Xptxas -v` (sm_90, no
-// spills in any instance); an SM has 64 Ki registers and 227 KiB of shared memory.
+// ATTNKIT_FLASH_{PREFILL,DECODE}_D{64,128,256} (template arguments, e.g. through a
+// pre-included header) replace a configuration in the alternative builds that
+// bench/cuda_device_run.sh measures next to the default ones.
+#ifndef ATTNKIT_FLASH_PREFILL_D128
+#define ATTNKIT_FLASH_PREFILL_D128 128, 2, 4, 1, 32, 3, false, 2
+#endif
+#ifndef ATTNKIT_FLASH_DECODE_D64
+#define ATTNKIT_FLASH_DECODE_D64 64, 1, 1, 4, 64, 3, true, 4, 8
+#endif
+#ifndef ATTNKIT_FLASH_DECODE_D128
+#define ATTNKIT_FLASH_DECODE_D128 128, 1, 1, 4, 64, 3, true, 2, 8
+#endif
+#ifndef ATTNKIT_FLASH_DECODE_D256
+#define ATTNKIT_FLASH_DECODE_D256 256, 1, 1, 2, 32, 3, true, 2, 8
+#endif
+
+// Register and shared-memory budgets below were read off `nvcc -Xptxas -v` (sm_90, nvcc
+// 13.0; no spills except the 4 bytes noted); an SM has 64 Ki registers and 227 KiB of
+// shared memory.
 //
 // Prefill ("large rows", 128 rows per CTA): four warps of 32 rows (WM = 2), so every K/V
 // fragment read from shared memory feeds two m16 tiles and ldmatrix traffic stays under
@@ -20,34 +37,37 @@ namespace attnkit::cuda {
 template <int D>
 struct FlashLargeConfig;
 template <>
-struct FlashLargeConfig<64> {  // 245 registers, 64 KiB shared
+struct FlashLargeConfig<64> {  // 247 registers, 64 KiB shared
   using type = FlashConfig<64, 2, 4, 1, 64, 3, false, 2>;
 };
 template <>
 struct FlashLargeConfig<128> {  // 255 registers, 80 KiB shared
-  using type = FlashConfig<128, 2, 4, 1, 32, 3, false, 2>;
+  using type = FlashConfig<ATTNKIT_FLASH_PREFILL_D128>;
 };
 template <>
-struct FlashLargeConfig<256> {  // 64 rows; 248 registers, 96 KiB shared
+struct FlashLargeConfig<256> {  // 64 rows; 255 registers (4-byte spill), 96 KiB shared
   using type = FlashConfig<256, 1, 4, 1, 32, 2, false, 2>;
 };
 // Decode ("small rows", 16 rows: the GQA heads of a few tokens): memory-bound, so what
 // matters is K/V bytes in flight per SM: (STAGES - 1) tiles per CTA times CTAs per SM,
-// 64 to 128 KiB here. The warps split every key tile (flash-decoding inside a CTA);
-// Q stays in registers.
+// 64 to 128 KiB here, and the shape of the L2 requests: 8 threads per key row, so one
+// cp.async instruction of a warp reads 4 whole 128-byte lines. The warps split every key
+// tile (flash-decoding inside a CTA); Q stays in registers.
+//                                   D   WM WARPS_M WARPS_N BN STAGES Q_IN_REGS MIN_CTAS
+//                                   THREADS_PER_KEY
 template <int D>
 struct FlashSmallConfig;
 template <>
-struct FlashSmallConfig<64> {  // 128 registers, 50 KiB shared: 4 CTAs per SM
-  using type = FlashConfig<64, 1, 1, 4, 64, 3, true, 4>;
+struct FlashSmallConfig<64> {  // 122 registers, 50 KiB shared: 4 CTAs per SM
+  using type = FlashConfig<ATTNKIT_FLASH_DECODE_D64>;
 };
 template <>
-struct FlashSmallConfig<128> {  // 180 registers, 100 KiB shared: 2 CTAs per SM
-  using type = FlashConfig<128, 1, 1, 4, 64, 3, true, 2>;
+struct FlashSmallConfig<128> {  // 191 registers, 100 KiB shared: 2 CTAs per SM
+  using type = FlashConfig<ATTNKIT_FLASH_DECODE_D128>;
 };
 template <>
-struct FlashSmallConfig<256> {  // two warps; 104 KiB shared: 2 CTAs per SM
-  using type = FlashConfig<256, 1, 1, 2, 32, 3, true, 2>;
+struct FlashSmallConfig<256> {  // two warps; 254 registers, 104 KiB shared: 2 CTAs per SM
+  using type = FlashConfig<ATTNKIT_FLASH_DECODE_D256>;
 };
 
 template <typename T, typename C>

@@ -14,9 +14,9 @@
 // before its own, converted exactly to the compute dtype (every e4m3 value is
 // representable in fp16 and bf16) on the store into a free shared-memory stage (of two, or
 // of three in the pipelined loop); so the conversion needs no barrier of its own and the
-// loads have kFp8Depth whole tiles of work to land. Its scale is applied once, to the scores (scale * k_scale) and to
-// the output (times v_scale, which the contract sets to k_scale), instead of to every
-// element.
+// loads have kFp8Depth whole tiles of work to land. Its scale is applied once, to the scores (scale
+// * k_scale) and to the output (times v_scale, which the contract sets to k_scale), instead of to
+// every element.
 //
 // Tile loop: S phase, barrier, softmax, barrier, PV phase, per tile (plus the in-place
 // add's barrier); or, for configurations with kOverlap, PV(t) and S(t + 1) between the same

@@ -145,6 +145,35 @@ TEST(CudaPlan, SingleLongDecodeIsSplitToFillTheGpu) {
   expect_valid_plan(shape, q, kv, plan);
 }
 
+TEST(CudaPlan, RoundedSplitCountKeepsANearlyFullGridInOneWave) {
+  // 64 requests x 8 KV heads = 512 CTAs against a one-wave target of 528: rounding the
+  // split count up would cut every request in two (1024 CTAs, two waves and a merge).
+  PlanShape shape = decode_shape();
+  shape.num_heads = 64;
+  shape.num_kv_heads = 8;
+  shape.target_ctas = 4 * shape.num_sms;
+  shape.round_splits = true;
+  std::vector<int> q(64, 1);
+  std::vector<int32_t> kv(64, 4096);
+  CudaPlan plan = plan_work(shape, starts(q), kv);
+  EXPECT_EQ(plan.small_items.size(), 64u);
+  EXPECT_EQ(plan.num_partial_slots, 0);
+  expect_valid_plan(shape, q, kv, plan);
+  shape.round_splits = false;
+  plan = plan_work(shape, starts(q), kv);
+  EXPECT_EQ(plan.small_items.size(), 128u);
+  expect_valid_plan(shape, q, kv, plan);
+  // A quarter of the target still splits: 16 requests x 8 heads -> 2 splits each.
+  shape.round_splits = true;
+  shape.target_ctas = 2 * shape.num_sms;
+  std::vector<int> q16(16, 1);
+  std::vector<int32_t> kv16(16, 4096);
+  plan = plan_work(shape, starts(q16), kv16);
+  EXPECT_EQ(plan.small_items.size(), 32u);
+  EXPECT_EQ(plan.small_items.front().num_splits, 2);
+  expect_valid_plan(shape, q16, kv16, plan);
+}
+
 TEST(CudaPlan, PrefillRowsAreTiledAndLongestTilesComeFirst) {
   PlanShape shape = decode_shape();
   shape.num_heads = 16;

@@ -84,7 +84,10 @@ GpuResult run_gpu_case(const GpuCase& c) {
   const size_t esz = size_of(compute), csz = size_of(cache_type);
   const int H = c.num_heads, KVH = c.num_kv_heads, D = c.head_size, group = H / KVH;
   const int B = static_cast<int>(c.requests.size());
-  const bool has_cache = c.attn_type != AttentionType::kEncoderOnly;
+  // Encoder attention (bidirectional, kEncoder) attends over the step's own K/V like
+  // encoder-only and neither reads nor writes the paged cache (backend::uses_paged_cache).
+  const bool has_cache =
+      c.attn_type != AttentionType::kEncoderOnly && c.attn_type != AttentionType::kEncoder;
   const bool cross = c.attn_type == AttentionType::kEncoderDecoder;
   const bool causal = c.attn_type == AttentionType::kDecoder;
 
