@@ -30,24 +30,12 @@
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime.h>
 
+#include "cuda_timing.h"
+
 namespace {
 
 using namespace attnkit;
-
-void check(cudaError_t s, const char* what) {
-  if (s != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(s));
-    std::exit(1);
-  }
-}
-
-struct DeviceMem {
-  void* ptr = nullptr;
-  explicit DeviceMem(size_t bytes) { check(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
-  ~DeviceMem() { cudaFree(ptr); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-};
+using namespace attnkit::bench;
 
 // Fills `bytes` of device memory with a 16 MiB random pattern, repeated: bf16 in [-1, 1],
 // or (fp8) e4m3 bytes in about [-1, 1] (sign, exponent 0..7, any mantissa).
@@ -63,54 +51,7 @@ void fill_random(void* dst, size_t bytes, bool fp8, std::mt19937& rng) {
       v = float_to_bf16_bits(u(rng));
     }
   }
-  const size_t chunk = pattern.size() * 2;
-  for (size_t off = 0; off < bytes; off += chunk) {
-    check(cudaMemcpy(static_cast<char*>(dst) + off, pattern.data(), std::min(chunk, bytes - off),
-                     cudaMemcpyHostToDevice),
-          "fill");
-  }
-}
-
-// Median over 7 batches of the mean time per call; each batch lasts about 25 ms.
-template <typename F>
-double median_ms(F&& run) {
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
-  run(0);
-  check(cudaDeviceSynchronize(), "warmup");
-  check(cudaEventRecord(a), "record");
-  run(1);
-  check(cudaEventRecord(b), "record");
-  check(cudaEventSynchronize(b), "sync");
-  float once = 0;
-  check(cudaEventElapsedTime(&once, a, b), "elapsed");
-  const int iters_per_batch =
-      static_cast<int>(std::clamp(25.0 / std::max(once, 1e-3f), 1.0, 500.0));
-  std::vector<double> times;
-  int call = 2;
-  for (int rep = 0; rep < 7; ++rep) {
-    check(cudaEventRecord(a), "record");
-    for (int i = 0; i < iters_per_batch; ++i) run(call++);
-    check(cudaEventRecord(b), "record");
-    check(cudaEventSynchronize(b), "sync");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    times.push_back(ms / iters_per_batch);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
-
-double copy_bandwidth_gbs() {
-  const size_t bytes = size_t{2} << 30;
-  DeviceMem src(bytes), dst(bytes);
-  check(cudaMemset(src.ptr, 1, bytes), "memset");
-  const double ms = median_ms(
-      [&](int) { check(cudaMemcpy(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice), "copy"); });
-  return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;  // read + write
+  fill_repeated(dst, bytes, pattern);
 }
 
 struct Shape {
