@@ -12,6 +12,9 @@
 # slow step cannot take the others' output with it. Last: ncu counters for one decode and
 # one prefill launch (NCU_DECODE / NCU_SECOND: other `--only` shapes for the two launches;
 # NCU_SECOND_BIN=NAME takes the second from bin/NAME, e.g. an alternative build).
+# QUICK=1 leaves out the torch peers and ncu (a short call); ALT_ONLY sets the `--only`
+# shapes of the alternative benches (default d128); bin/attnkit_backends_cuda_mla_tests,
+# when staged, runs too (it shares the cache update and the split-KV planning).
 set -u
 stage=$1
 out=$2
@@ -29,6 +32,10 @@ step() {  # name log limit command...  (appends to OUT/log)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/summary.txt"
 step conformance conformance.log 100 "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="All/*"
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/conformance.log" | tee -a "$out/summary.txt"
+if [ -x "$stage/bin/attnkit_backends_cuda_mla_tests" ]; then
+  step mla_conformance conformance_mla.log 60 "$stage/bin/attnkit_backends_cuda_mla_tests"
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$out/conformance_mla.log" | tee -a "$out/summary.txt"
+fi
 # The alternative builds' conformance on the cases that run head size 128 through CUDA_FLASH.
 alt_cases='*FlashDecodeSplitKvD128*:*FlashPrefillCausalD128*:*FlashPrefillGqaManyTilesD128:*FlashMixedBatch:*FlashSlidingWindow:*FlashChunkedLocal:*FlashHndLayoutBlock32:*FlashOddBlockSize5:*FlashMultiQuery:*FlashExplicitKvDtypeEqualToCompute'
 for alt in "$stage"/bin/attnkit_backends_cuda_tests_alt*; do
@@ -38,9 +45,9 @@ grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$out/conformance.log" | tee -a "$out/
 step bench bench.log 70 "$stage/bin/cuda_attention_bench" --json "$out/cuda_bench.json"
 # Variants of the head-size-128 tile configurations (same code, other FlashConfig), if staged.
 for alt in "$stage"/bin/cuda_attention_bench_alt*; do
-  [ -x "$alt" ] && step "$(basename "$alt")" bench_alt.log 70 "$alt" --only d128
+  [ -x "$alt" ] && step "$(basename "$alt")" bench_alt.log 70 "$alt" --only "${ALT_ONLY:-d128}"
 done
-step peer peer.log 60 python3 "$stage/bench/torch_sdpa_peer.py" --ours "$out/cuda_bench.json"
+[ "${QUICK:-0}" = 1 ] || step peer peer.log 60 python3 "$stage/bench/torch_sdpa_peer.py" --ours "$out/cuda_bench.json"
 step memcheck sanitizers.log 45 compute-sanitizer --tool memcheck --error-exitcode 9 \
   "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="$subset"
 step racecheck sanitizers.log 45 compute-sanitizer --tool racecheck --error-exitcode 9 \
@@ -48,7 +55,7 @@ step racecheck sanitizers.log 45 compute-sanitizer --tool racecheck --error-exit
 grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitizers.log" | tee -a "$out/summary.txt"
 # Hardware counters for one decode and one prefill launch (what limits each).
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-if [ -n "$ncu" ]; then
+if [ -n "$ncu" ] && [ "${QUICK:-0}" != 1 ]; then
   step ncu_decode ncu.log 60 "$ncu" --clock-control none --kernel-name regex:flash_attention_kernel \
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats \
@@ -59,5 +66,5 @@ if [ -n "$ncu" ]; then
     "$stage/bin/${NCU_SECOND_BIN:-cuda_attention_bench}" --only "${NCU_SECOND:-prefill b2 s8192 h16/16}"
 fi
 sed -n '/^shape/,$p' "$out/bench.log"
-grep -E "^(decode|prefill) .*d128" "$out/bench_alt.log" 2>/dev/null
+grep -E "^(decode|prefill) " "$out/bench_alt.log" 2>/dev/null
 cat "$out/summary.txt"

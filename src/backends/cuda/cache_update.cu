@@ -49,6 +49,12 @@ __device__ void store_element(void* base, ScalarType type, int64_t i, float v) {
 }
 
 __global__ void cache_update_kernel(CacheUpdateParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Lets a programmatically dependent attention launch start its CTAs (and their reads of
+  // Q and the block table) now; it waits for this grid's completion before reading the
+  // cache (wait_for_previous_grid), so the trigger's position does not matter for safety.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   const int t = blockIdx.x;
   const int64_t slot = p.slot_mapping[t];
   if (slot < 0) return;  // padding token

@@ -72,9 +72,11 @@ void CudaAttentionImpl::forward(const TensorView& query, const TensorView& key,
   p.seq_lens = meta->seq_lens;
   p.causal = meta->causal;
   p.sinks = layer_.sinks.empty() ? nullptr : static_cast<const float*>(sinks_.data());
+  bool cache_updated = false;
   if (uses_paged_cache(layer_)) {
     p.block_table = meta->block_table;
     if (writes_cache(args)) {
+      cache_updated = true;
       CacheUpdateParams u = cache_update_params_for(args);
       u.slot_mapping = meta->slot_mapping;
       launch_cache_update(u);
@@ -84,7 +86,7 @@ void CudaAttentionImpl::forward(const TensorView& query, const TensorView& key,
   }
 
   if (family_ == KernelFamily::kFlash) {
-    launch_flash_attention(p, meta->device);
+    launch_flash_attention(p, meta->device, cache_updated);
   } else {
     launch_paged_attention(p, meta->device);
   }

@@ -49,8 +49,10 @@ void launch_cache_update(const CacheUpdateParams& params);
 // CUDA_PAGED: CUDA-core kernel, then the split-KV combine when the plan has splits.
 void launch_paged_attention(const PagedAttentionParams& params, const DevicePlan& plan);
 // CUDA_FLASH: tensor-core kernels (small-row and large-row); split-KV groups are merged
-// in place by their last CTA (no combine launch).
-void launch_flash_attention(const PagedAttentionParams& params, const DevicePlan& plan);
+// in place by their last CTA (no combine launch). behind_cache_update: the launch directly
+// follows launch_cache_update in the stream and may overlap it (see flash_launch.cuh).
+void launch_flash_attention(const PagedAttentionParams& params, const DevicePlan& plan,
+                            bool behind_cache_update);
 
 // Multiprocessors of the current device.
 int current_device_sm_count();

@@ -99,4 +99,13 @@ __device__ __forceinline__ float safe_exp2(float x, float m) {
   return x == -INFINITY ? 0.0f : exp2f(x - m);
 }
 
+// Programmatic dependent launch (sm_90+): blocks until the grid this one was launched
+// behind has completed and its writes are visible. Without such a dependency (a plain
+// launch, or an sm_80 build) it returns at once.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 }  // namespace attnkit::cuda

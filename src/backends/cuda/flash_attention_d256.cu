@@ -3,8 +3,9 @@
 
 namespace attnkit::cuda {
 
-void launch_flash_d256(const PagedAttentionParams& p, const DevicePlan& plan) {
-  launch_flash_head_size<256>(p, plan);
+void launch_flash_d256(const PagedAttentionParams& p, const DevicePlan& plan,
+                      bool behind_cache_update) {
+  launch_flash_head_size<256>(p, plan, behind_cache_update);
 }
 
 }  // namespace attnkit::cuda

@@ -17,7 +17,8 @@ KernelGeometry flash_geometry(int head_size) {
           small_ctas};
 }
 
-void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& plan) {
+void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& plan,
+                            bool behind_cache_update) {
   if (p.q_dtype != ScalarType::kFloat16 && p.q_dtype != ScalarType::kBFloat16) {
     throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: dtype " + std::string(to_string(p.q_dtype)) +
                                              " not supported (supported: float16, bfloat16)");
@@ -28,13 +29,13 @@ void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& pla
   }
   switch (p.head_size) {
     case 64:
-      launch_flash_d64(p, plan);
+      launch_flash_d64(p, plan, behind_cache_update);
       break;
     case 128:
-      launch_flash_d128(p, plan);
+      launch_flash_d128(p, plan, behind_cache_update);
       break;
     case 256:
-      launch_flash_d256(p, plan);
+      launch_flash_d256(p, plan, behind_cache_update);
       break;
     default:
       throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: head_size " + std::to_string(p.head_size) +

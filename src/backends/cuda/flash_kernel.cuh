@@ -203,15 +203,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     }
   };
 
-  int next_blocks[kPasses];
+  // The first tiles' block ids (the block table is metadata, complete before the launch).
+  int first_blocks[STAGES - 1][kPasses];
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) lookup_blocks(s, first_blocks[s]);
+  // Launched right behind this step's cache update (programmatic dependent launch, sm_90):
+  // everything above reads only inputs that were complete before the cache update began;
+  // the cache itself, the partials, the split counters and the output wait here for the
+  // cache update to finish and flush. A no-op when the launch had no such dependency.
+  wait_for_previous_grid();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < num_tiles) {
-      lookup_blocks(s, next_blocks);
-      load_tile(s, s, next_blocks);
-    }
+    if (s < num_tiles) load_tile(s, s, first_blocks[s]);
     cp_async_commit();
   }
+  int next_blocks[kPasses];
   lookup_blocks(STAGES - 1, next_blocks);
 
   // Per-lane ldmatrix addresses (see LaneTileAddress).

@@ -70,9 +70,25 @@ struct FlashSmallConfig<256> {  // two warps; 254 registers, 104 KiB shared: 2 C
   using type = FlashConfig<ATTNKIT_FLASH_DECODE_D256>;
 };
 
+// Whether the current device runs programmatic dependent launches (sm_90+; asked once).
+inline bool device_has_dependent_launch() {
+  static const bool has = [] {
+    int device = 0, major = 0;
+    ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
+    ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major >= 9;
+  }();
+  return has;
+}
+
+// behind_cache_update: this launch directly follows the step's cache-update launch in the
+// stream, so it may start while that grid still runs (programmatic dependent launch): the
+// kernel waits for it before its first cache read (wait_for_previous_grid). That hides the
+// launch latency and the gap between the two grids, a fixed few microseconds that weigh
+// on short decode steps.
 template <typename T, typename C>
 void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                        const DevicePlan& plan) {
+                        const DevicePlan& plan, bool behind_cache_update) {
   if (count == 0) return;
   static const bool configured = [] {
     ATTNKIT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<T, C>,
@@ -87,30 +103,50 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
                                              " decode work items in one step (at most 65535)");
   }
   const dim3 grid = C::kKvHeadInX ? dim3(p.num_kv_heads, count) : dim3(count, p.num_kv_heads);
-  flash_attention_kernel<T, C><<<grid, C::kThreads, C::kSmemBytes>>>(
-      p, items, plan.partial_o, plan.partial_lse, plan.split_counters);
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(C::kThreads);
+  config.dynamicSmemBytes = C::kSmemBytes;
+  config.stream = nullptr;  // the default stream, as every other launch of the backend
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  if (behind_cache_update && device_has_dependent_launch()) {
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
+  ATTNKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, flash_attention_kernel<T, C>, p, items,
+                                        plan.partial_o, plan.partial_lse, plan.split_counters));
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_attention_kernel);
 }
 
+template <int D, typename T>
+void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePlan& plan,
+                                  bool behind_cache_update) {
+  // Only the first launch of the step directly follows the cache update.
+  launch_flash_items<T, typename FlashSmallConfig<D>::type>(p, plan.small_items, plan.num_small,
+                                                            plan, behind_cache_update);
+  launch_flash_items<T, typename FlashLargeConfig<D>::type>(
+      p, plan.large_items, plan.num_large, plan, behind_cache_update && plan.num_small == 0);
+}
+
 template <int D>
-void launch_flash_head_size(const PagedAttentionParams& p, const DevicePlan& plan) {
+void launch_flash_head_size(const PagedAttentionParams& p, const DevicePlan& plan,
+                            bool behind_cache_update) {
   if (p.q_dtype == ScalarType::kFloat16) {
-    launch_flash_items<__half, typename FlashSmallConfig<D>::type>(p, plan.small_items,
-                                                                   plan.num_small, plan);
-    launch_flash_items<__half, typename FlashLargeConfig<D>::type>(p, plan.large_items,
-                                                                   plan.num_large, plan);
+    launch_flash_head_size_typed<D, __half>(p, plan, behind_cache_update);
   } else {
-    launch_flash_items<__nv_bfloat16, typename FlashSmallConfig<D>::type>(p, plan.small_items,
-                                                                          plan.num_small, plan);
-    launch_flash_items<__nv_bfloat16, typename FlashLargeConfig<D>::type>(p, plan.large_items,
-                                                                          plan.num_large, plan);
+    launch_flash_head_size_typed<D, __nv_bfloat16>(p, plan, behind_cache_update);
   }
 }
 
 // Defined in flash_attention_d{64,128,256}.cu (one head size per translation unit keeps
 // nvcc's work parallel).
-void launch_flash_d64(const PagedAttentionParams& p, const DevicePlan& plan);
-void launch_flash_d128(const PagedAttentionParams& p, const DevicePlan& plan);
-void launch_flash_d256(const PagedAttentionParams& p, const DevicePlan& plan);
+void launch_flash_d64(const PagedAttentionParams& p, const DevicePlan& plan,
+                      bool behind_cache_update);
+void launch_flash_d128(const PagedAttentionParams& p, const DevicePlan& plan,
+                      bool behind_cache_update);
+void launch_flash_d256(const PagedAttentionParams& p, const DevicePlan& plan,
+                      bool behind_cache_update);
 
 }  // namespace attnkit::cuda
