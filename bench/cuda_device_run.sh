@@ -13,8 +13,9 @@
 # one prefill launch (NCU_DECODE / NCU_SECOND: other `--only` shapes for the two launches;
 # NCU_SECOND_BIN=NAME takes the second from bin/NAME, e.g. an alternative build).
 # QUICK=1 leaves out the torch peers and ncu (a short call); ALT_ONLY sets the `--only`
-# shapes of the alternative benches (default d128); bin/attnkit_backends_cuda_mla_tests,
-# when staged, runs too (it shares the cache update and the split-KV planning).
+# shapes of the alternative benches (default d128), ALT_CASES their conformance filter;
+# bin/attnkit_backends_cuda_mla_tests, when staged, runs too (it shares the cache update
+# and the split-KV planning).
 set -u
 stage=$1
 out=$2
@@ -39,7 +40,7 @@ fi
 # The alternative builds' conformance on the cases that run head size 128 through CUDA_FLASH.
 alt_cases='*FlashDecodeSplitKvD128*:*FlashPrefillCausalD128*:*FlashPrefillGqaManyTilesD128:*FlashMixedBatch:*FlashSlidingWindow:*FlashChunkedLocal:*FlashHndLayoutBlock32:*FlashOddBlockSize5:*FlashMultiQuery:*FlashExplicitKvDtypeEqualToCompute'
 for alt in "$stage"/bin/attnkit_backends_cuda_tests_alt*; do
-  [ -x "$alt" ] && step "$(basename "$alt")" conformance.log 40 "$alt" --gtest_filter="$alt_cases"
+  [ -x "$alt" ] && step "$(basename "$alt")" conformance.log 40 "$alt" --gtest_filter="${ALT_CASES:-$alt_cases}"
 done
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$out/conformance.log" | tee -a "$out/summary.txt"
 step bench bench.log 70 "$stage/bin/cuda_attention_bench" --json "$out/cuda_bench.json"
