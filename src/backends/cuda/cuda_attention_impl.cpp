@@ -72,21 +72,25 @@ void CudaAttentionImpl::forward(const TensorView& query, const TensorView& key,
   p.seq_lens = meta->seq_lens;
   p.causal = meta->causal;
   p.sinks = layer_.sinks.empty() ? nullptr : static_cast<const float*>(sinks_.data());
-  bool cache_updated = false;
+  FlashLaunchOptions flash_options;
   if (uses_paged_cache(layer_)) {
     p.block_table = meta->block_table;
     if (writes_cache(args)) {
-      cache_updated = true;
       CacheUpdateParams u = cache_update_params_for(args);
       u.slot_mapping = meta->slot_mapping;
-      launch_cache_update(u);
+      if (family_ == KernelFamily::kFlash && can_fold_cache_update(u, p, meta->device)) {
+        flash_options.fresh_kv = u;  // the attention launch writes the cache itself
+      } else {
+        launch_cache_update(u);
+        flash_options.behind_cache_update = true;
+      }
     }
   } else {
     p.kv_start_loc = meta->query_start_loc;
   }
 
   if (family_ == KernelFamily::kFlash) {
-    launch_flash_attention(p, meta->device, cache_updated);
+    launch_flash_attention(p, meta->device, flash_options);
   } else {
     launch_paged_attention(p, meta->device);
   }

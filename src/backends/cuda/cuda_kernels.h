@@ -49,10 +49,20 @@ void launch_cache_update(const CacheUpdateParams& params);
 // CUDA_PAGED: CUDA-core kernel, then the split-KV combine when the plan has splits.
 void launch_paged_attention(const PagedAttentionParams& params, const DevicePlan& plan);
 // CUDA_FLASH: tensor-core kernels (small-row and large-row); split-KV groups are merged
-// in place by their last CTA (no combine launch). behind_cache_update: the launch directly
-// follows launch_cache_update in the stream and may overlap it (see flash_launch.cuh).
+// in place by their last CTA (no combine launch).
+struct FlashLaunchOptions {
+  // The launch directly follows launch_cache_update in the stream and may overlap it
+  // (programmatic dependent launch, see flash_launch.cuh).
+  bool behind_cache_update = false;
+  // fresh_kv.key set: the kernel writes this step's keys/values into the cache itself (no
+  // cache-update launch); only for decode plans (no large-row items), causal self-attention
+  // with the cache in the compute dtype and unit scales (can_fold_cache_update).
+  CacheUpdateParams fresh_kv{};
+};
+bool can_fold_cache_update(const CacheUpdateParams& update, const PagedAttentionParams& params,
+                           const DevicePlan& plan);
 void launch_flash_attention(const PagedAttentionParams& params, const DevicePlan& plan,
-                            bool behind_cache_update);
+                            const FlashLaunchOptions& options);
 
 // Multiprocessors of the current device.
 int current_device_sm_count();

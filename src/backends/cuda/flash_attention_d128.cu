@@ -4,8 +4,8 @@
 namespace attnkit::cuda {
 
 void launch_flash_d128(const PagedAttentionParams& p, const DevicePlan& plan,
-                      bool behind_cache_update) {
-  launch_flash_head_size<128>(p, plan, behind_cache_update);
+                      const FlashLaunchOptions& options) {
+  launch_flash_head_size<128>(p, plan, options);
 }
 
 }  // namespace attnkit::cuda

@@ -17,8 +17,19 @@ KernelGeometry flash_geometry(int head_size) {
           small_ctas};
 }
 
+bool can_fold_cache_update(const CacheUpdateParams& u, const PagedAttentionParams& p,
+                           const DevicePlan& plan) {
+  // The kernel copies 16-byte rows of the compute dtype: no conversion, no scale. New keys
+  // are the last q_len positions of each request only for causal self-attention, and
+  // large-row (prefill) CTAs would copy the same keys once per row tile.
+  return p.causal && plan.num_large == 0 && plan.num_small > 0 && u.value != nullptr &&
+         u.src_dtype == p.q_dtype && u.kv_dtype == p.q_dtype && u.k_scale == 1.0f &&
+         u.v_scale == 1.0f && u.num_kv_heads == p.num_kv_heads && u.head_size == p.head_size &&
+         u.head_size_v == p.head_size;
+}
+
 void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& plan,
-                            bool behind_cache_update) {
+                            const FlashLaunchOptions& options) {
   if (p.q_dtype != ScalarType::kFloat16 && p.q_dtype != ScalarType::kBFloat16) {
     throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: dtype " + std::string(to_string(p.q_dtype)) +
                                              " not supported (supported: float16, bfloat16)");
@@ -29,13 +40,13 @@ void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& pla
   }
   switch (p.head_size) {
     case 64:
-      launch_flash_d64(p, plan, behind_cache_update);
+      launch_flash_d64(p, plan, options);
       break;
     case 128:
-      launch_flash_d128(p, plan, behind_cache_update);
+      launch_flash_d128(p, plan, options);
       break;
     case 256:
-      launch_flash_d256(p, plan, behind_cache_update);
+      launch_flash_d256(p, plan, options);
       break;
     default:
       throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: head_size " + std::to_string(p.head_size) +

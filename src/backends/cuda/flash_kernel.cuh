@@ -94,7 +94,7 @@ struct LaneTileAddress {
 template <typename T, typename C>
 __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     flash_attention_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
-                           float* partial_lse, unsigned* split_counters) {
+                           float* partial_lse, unsigned* split_counters, CacheUpdateParams fresh) {
   constexpr int D = C::D, BN = C::BN, WM = C::WM, kRows = C::kRows, kChunks = C::kChunks;
   constexpr int kThreads = C::kThreads, kWarpKeys = C::kWarpKeys, STAGES = C::STAGES;
   constexpr int kNT = kWarpKeys / 8;  // n8 tiles of S per warp
@@ -203,6 +203,36 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     }
   };
 
+  // Decode steps fold the cache update into this launch (fresh.key set, see
+  // launch_flash_attention): every CTA whose key range holds some of this step's new
+  // positions first copies those keys/values of its KV head from the inputs into their
+  // cache slots, then reads them back like any other key (its own writes, ordered by the
+  // barrier). No other CTA of the launch reads those bytes without writing them first; CTAs
+  // of other row tiles of the same request write the same values.
+  if (fresh.key != nullptr) {
+    const int new_begin = kv_begin > pos_base ? kv_begin : pos_base;
+    const int new_count = kv_end - new_begin;
+    for (int i = tid; i < new_count * kChunks; i += kThreads) {
+      const int kpos = new_begin + i / kChunks, c = i % kChunks;
+      const int token = item.q_start + (kpos - pos_base);
+      const int64_t slot = fresh.slot_mapping[token];
+      if (slot < 0) continue;  // padding token
+      const int64_t block = slot / fresh.block_size, offset = slot % fresh.block_size;
+      const uint4 k = *reinterpret_cast<const uint4*>(
+          static_cast<const T*>(fresh.key) + token * fresh.key_token_stride +
+          kv_head * fresh.key_head_stride + c * 8);
+      const uint4 v = *reinterpret_cast<const uint4*>(
+          static_cast<const T*>(fresh.value) + token * fresh.value_token_stride +
+          kv_head * fresh.value_head_stride + c * 8);
+      *reinterpret_cast<uint4*>(static_cast<T*>(fresh.k_cache) + block * fresh.k_block_stride +
+                                offset * fresh.k_token_stride + kv_head * fresh.k_head_stride +
+                                c * 8) = k;
+      *reinterpret_cast<uint4*>(static_cast<T*>(fresh.v_cache) + block * fresh.v_block_stride +
+                                offset * fresh.v_token_stride + kv_head * fresh.v_head_stride +
+                                c * 8) = v;
+    }
+    __syncthreads();
+  }
   // The first tiles' block ids (the block table is metadata, complete before the launch).
   int first_blocks[STAGES - 1][kPasses];
 #pragma unroll

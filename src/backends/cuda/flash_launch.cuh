@@ -88,7 +88,8 @@ inline bool device_has_dependent_launch() {
 // on short decode steps.
 template <typename T, typename C>
 void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                        const DevicePlan& plan, bool behind_cache_update) {
+                        const DevicePlan& plan, bool behind_cache_update,
+                        const CacheUpdateParams& fresh_kv) {
   if (count == 0) return;
   static const bool configured = [] {
     ATTNKIT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<T, C>,
@@ -116,37 +117,40 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
     config.numAttrs = 1;
   }
   ATTNKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, flash_attention_kernel<T, C>, p, items,
-                                        plan.partial_o, plan.partial_lse, plan.split_counters));
+                                        plan.partial_o, plan.partial_lse, plan.split_counters,
+                                        fresh_kv));
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_attention_kernel);
 }
 
 template <int D, typename T>
 void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePlan& plan,
-                                  bool behind_cache_update) {
-  // Only the first launch of the step directly follows the cache update.
-  launch_flash_items<T, typename FlashSmallConfig<D>::type>(p, plan.small_items, plan.num_small,
-                                                            plan, behind_cache_update);
+                                  const FlashLaunchOptions& options) {
+  // Only the first launch of the step directly follows the cache update; the cache write
+  // is folded only into plans without large-row items (can_fold_cache_update).
+  launch_flash_items<T, typename FlashSmallConfig<D>::type>(
+      p, plan.small_items, plan.num_small, plan, options.behind_cache_update, options.fresh_kv);
   launch_flash_items<T, typename FlashLargeConfig<D>::type>(
-      p, plan.large_items, plan.num_large, plan, behind_cache_update && plan.num_small == 0);
+      p, plan.large_items, plan.num_large, plan,
+      options.behind_cache_update && plan.num_small == 0, CacheUpdateParams{});
 }
 
 template <int D>
 void launch_flash_head_size(const PagedAttentionParams& p, const DevicePlan& plan,
-                            bool behind_cache_update) {
+                            const FlashLaunchOptions& options) {
   if (p.q_dtype == ScalarType::kFloat16) {
-    launch_flash_head_size_typed<D, __half>(p, plan, behind_cache_update);
+    launch_flash_head_size_typed<D, __half>(p, plan, options);
   } else {
-    launch_flash_head_size_typed<D, __nv_bfloat16>(p, plan, behind_cache_update);
+    launch_flash_head_size_typed<D, __nv_bfloat16>(p, plan, options);
   }
 }
 
 // Defined in flash_attention_d{64,128,256}.cu (one head size per translation unit keeps
 // nvcc's work parallel).
 void launch_flash_d64(const PagedAttentionParams& p, const DevicePlan& plan,
-                      bool behind_cache_update);
+                      const FlashLaunchOptions& options);
 void launch_flash_d128(const PagedAttentionParams& p, const DevicePlan& plan,
-                      bool behind_cache_update);
+                      const FlashLaunchOptions& options);
 void launch_flash_d256(const PagedAttentionParams& p, const DevicePlan& plan,
-                      bool behind_cache_update);
+                      const FlashLaunchOptions& options);
 
 }  // namespace attnkit::cuda
