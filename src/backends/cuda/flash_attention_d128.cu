@@ -4,7 +4,7 @@
 namespace attnkit::cuda {
 
 void launch_flash_d128(const PagedAttentionParams& p, const DevicePlan& plan,
-                      const FlashLaunchOptions& options) {
+                       const FlashLaunchOptions& options) {
   launch_flash_head_size<128>(p, plan, options);
 }
 

@@ -4,7 +4,7 @@
 namespace attnkit::cuda {
 
 void launch_flash_d256(const PagedAttentionParams& p, const DevicePlan& plan,
-                      const FlashLaunchOptions& options) {
+                       const FlashLaunchOptions& options) {
   launch_flash_head_size<256>(p, plan, options);
 }
 

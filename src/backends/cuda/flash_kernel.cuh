@@ -218,12 +218,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
       const int64_t slot = fresh.slot_mapping[token];
       if (slot < 0) continue;  // padding token
       const int64_t block = slot / fresh.block_size, offset = slot % fresh.block_size;
-      const uint4 k = *reinterpret_cast<const uint4*>(
-          static_cast<const T*>(fresh.key) + token * fresh.key_token_stride +
-          kv_head * fresh.key_head_stride + c * 8);
-      const uint4 v = *reinterpret_cast<const uint4*>(
-          static_cast<const T*>(fresh.value) + token * fresh.value_token_stride +
-          kv_head * fresh.value_head_stride + c * 8);
+      const uint4 k = *reinterpret_cast<const uint4*>(static_cast<const T*>(fresh.key) +
+                                                      token * fresh.key_token_stride +
+                                                      kv_head * fresh.key_head_stride + c * 8);
+      const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const T*>(fresh.value) +
+                                                      token * fresh.value_token_stride +
+                                                      kv_head * fresh.value_head_stride + c * 8);
       *reinterpret_cast<uint4*>(static_cast<T*>(fresh.k_cache) + block * fresh.k_block_stride +
                                 offset * fresh.k_token_stride + kv_head * fresh.k_head_stride +
                                 c * 8) = k;

@@ -130,8 +130,8 @@ void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePla
   launch_flash_items<T, typename FlashSmallConfig<D>::type>(
       p, plan.small_items, plan.num_small, plan, options.behind_cache_update, options.fresh_kv);
   launch_flash_items<T, typename FlashLargeConfig<D>::type>(
-      p, plan.large_items, plan.num_large, plan,
-      options.behind_cache_update && plan.num_small == 0, CacheUpdateParams{});
+      p, plan.large_items, plan.num_large, plan, options.behind_cache_update && plan.num_small == 0,
+      CacheUpdateParams{});
 }
 
 template <int D>
@@ -149,8 +149,8 @@ void launch_flash_head_size(const PagedAttentionParams& p, const DevicePlan& pla
 void launch_flash_d64(const PagedAttentionParams& p, const DevicePlan& plan,
                       const FlashLaunchOptions& options);
 void launch_flash_d128(const PagedAttentionParams& p, const DevicePlan& plan,
-                      const FlashLaunchOptions& options);
+                       const FlashLaunchOptions& options);
 void launch_flash_d256(const PagedAttentionParams& p, const DevicePlan& plan,
-                      const FlashLaunchOptions& options);
+                       const FlashLaunchOptions& options);
 
 }  // namespace attnkit::cuda
