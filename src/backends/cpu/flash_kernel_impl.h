@@ -731,7 +731,9 @@ class ItemKernel {
       if (m_all != kNegInf) {
         const float w = m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - m_all);
         const float denom = l_[r] * w + (p_.sinks != nullptr ? std::exp(sink - m_all) : 0.0f);
-        factor = denom > 0.0f ? w * p_.v_scale / denom : 0.0f;
+        // NaN in the sums (NaN or inf in this request's inputs) must show in its output,
+        // never turn into a finite row.
+        factor = denom > 0.0f || std::isnan(denom) ? w * p_.v_scale / denom : 0.0f;
       }
       store_row(p_.q_dtype, o_ + int64_t{r} * dv_, factor, dst, dv_);
     }
