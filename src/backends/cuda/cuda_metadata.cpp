@@ -8,6 +8,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "backends/cuda/device_buffer.h"
+#include "backends/cuda/host_staging.h"
 
 namespace attnkit::cuda {
 
@@ -70,24 +71,17 @@ class CudaMetadataBuilder final : public MetadataBuilder {
 
     // Pack every section into one host staging vector, then one copy.
     staging_.clear();
-    auto append = [this](const void* data, size_t bytes) {
-      const size_t offset = (staging_.size() + 15) / 16 * 16;
-      staging_.resize(offset + bytes);
-      if (bytes > 0) std::memcpy(staging_.data() + offset, data, bytes);
-      return offset;
-    };
-    auto bytes_of = [](const auto& v) { return v.size() * sizeof(v[0]); };
-    const size_t o_qsl = append(common.query_start_loc.data(), bytes_of(common.query_start_loc));
-    const size_t o_sl = append(common.seq_lens.data(), bytes_of(common.seq_lens));
-    const size_t o_bt = append(common.block_table.data(), bytes_of(common.block_table));
-    const size_t o_sm = append(common.slot_mapping.data(), bytes_of(common.slot_mapping));
-    const size_t o_small = append(plan.small_items.data(), bytes_of(plan.small_items));
-    const size_t o_large = append(plan.large_items.data(), bytes_of(plan.large_items));
-    const size_t o_comb = append(plan.combine_items.data(), bytes_of(plan.combine_items));
+    const size_t o_qsl = staging_.append(common.query_start_loc);
+    const size_t o_sl = staging_.append(common.seq_lens);
+    const size_t o_bt = staging_.append(common.block_table);
+    const size_t o_sm = staging_.append(common.slot_mapping);
+    const size_t o_small = staging_.append(plan.small_items);
+    const size_t o_large = staging_.append(plan.large_items);
+    const size_t o_comb = staging_.append(plan.combine_items);
     // Split counters start at zero; the kernels leave them at zero after every forward.
     const std::vector<uint32_t> zeros(
         static_cast<size_t>(plan.num_split_groups) * static_cast<size_t>(layer_.num_kv_heads), 0);
-    const size_t o_cnt = append(zeros.data(), bytes_of(zeros));
+    const size_t o_cnt = staging_.append(zeros);
     metadata_.reserve(staging_.size());
     metadata_.upload(staging_.data(), staging_.size());
     char* base = static_cast<char*>(metadata_.data());
@@ -120,7 +114,7 @@ class CudaMetadataBuilder final : public MetadataBuilder {
   AttentionLayerParams layer_;
   PlanShape shape_;
   CudaMetadata meta_;
-  std::vector<char> staging_;
+  HostStaging staging_;
   DeviceBuffer metadata_;
   DeviceBuffer workspace_;
 };

@@ -6,6 +6,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "backends/cuda/device_buffer.h"
+#include "backends/cuda/host_staging.h"
 #include "backends/cuda_mla/cuda_mla_plan.h"
 #include "backends/cuda_mla/mla_geometry.h"
 
@@ -27,20 +28,13 @@ class CudaMlaBuilder final : public MetadataBuilder {
 
     // Pack every section into one host staging vector, then one copy.
     staging_.clear();
-    auto append = [this](const void* data, size_t bytes) {
-      const size_t offset = (staging_.size() + 15) / 16 * 16;
-      staging_.resize(offset + bytes);
-      if (bytes > 0) std::memcpy(staging_.data() + offset, data, bytes);
-      return offset;
-    };
-    auto bytes_of = [](const auto& v) { return v.size() * sizeof(v[0]); };
-    const size_t o_qsl = append(common.query_start_loc.data(), bytes_of(common.query_start_loc));
-    const size_t o_sl = append(common.seq_lens.data(), bytes_of(common.seq_lens));
-    const size_t o_bt = append(common.block_table.data(), bytes_of(common.block_table));
-    const size_t o_sm = append(common.slot_mapping.data(), bytes_of(common.slot_mapping));
-    const size_t o_small = append(plan.small_items.data(), bytes_of(plan.small_items));
-    const size_t o_large = append(plan.large_items.data(), bytes_of(plan.large_items));
-    const size_t o_comb = append(plan.combine_items.data(), bytes_of(plan.combine_items));
+    const size_t o_qsl = staging_.append(common.query_start_loc);
+    const size_t o_sl = staging_.append(common.seq_lens);
+    const size_t o_bt = staging_.append(common.block_table);
+    const size_t o_sm = staging_.append(common.slot_mapping);
+    const size_t o_small = staging_.append(plan.small_items);
+    const size_t o_large = staging_.append(plan.large_items);
+    const size_t o_comb = staging_.append(plan.combine_items);
     metadata_.reserve(staging_.size());
     metadata_.upload(staging_.data(), staging_.size());
     char* base = static_cast<char*>(metadata_.data());
@@ -72,7 +66,7 @@ class CudaMlaBuilder final : public MetadataBuilder {
   AttentionLayerParams layer_;
   int num_sms_;
   CudaMlaMetadata meta_;
-  std::vector<char> staging_;
+  cuda::HostStaging staging_;
   cuda::DeviceBuffer metadata_;
   cuda::DeviceBuffer workspace_;
 };
