@@ -7,9 +7,12 @@
 namespace attnkit::cuda {
 
 KernelGeometry flash_geometry(int head_size) {
-  const int large_rows = head_size == 64    ? FlashLargeConfig<64>::type::kRows
-                         : head_size == 256 ? FlashLargeConfig<256>::type::kRows
-                                            : FlashLargeConfig<128>::type::kRows;
+  int large_rows = head_size == 64    ? FlashLargeConfig<64>::type::kRows
+                   : head_size == 256 ? FlashLargeConfig<256>::type::kRows
+                                      : FlashLargeConfig<128>::type::kRows;
+#if ATTNKIT_CUDA_SM90A
+  if (flash_wgmma_enabled()) large_rows = kFlashWgmmaRows;
+#endif
   const int small_ctas = head_size == 64    ? FlashSmallConfig<64>::type::kMinCtas
                          : head_size == 256 ? FlashSmallConfig<256>::type::kMinCtas
                                             : FlashSmallConfig<128>::type::kMinCtas;

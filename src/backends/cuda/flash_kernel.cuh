@@ -61,6 +61,10 @@ struct FlashConfig {
   // put the item first, so that co-resident CTAs share one head's K/V in L2.
   static constexpr bool kKvHeadInX = WARPS_N_ > 1;
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
+  // The split-KV merge (flash_split_merge.cuh) runs on every thread of the CTA.
+  static constexpr int kMergeThreads = kThreads;
+  static constexpr int kMergeThreadBase = 0;
+  __device__ static void merge_sync() { __syncthreads(); }
   static constexpr int kRows = 16 * WM * WARPS_M;
   static constexpr int kWarpKeys = BN / WARPS_N;
   static constexpr int kChunks = D / 8;   // 16-byte chunks per row

@@ -3,8 +3,10 @@
 // Prefill and decode each run 2-4 CTAs per SM (budgets next to each configuration); see
 // flash_kernel.cuh for the shared-memory layout.
 
+#include "attnkit/build_config.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/flash_kernel.cuh"
+#include "backends/cuda/flash_wgmma.h"
 
 namespace attnkit::cuda {
 
@@ -129,6 +131,13 @@ void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePla
   // is folded only into plans without large-row items (can_fold_cache_update).
   launch_flash_items<T, typename FlashSmallConfig<D>::type>(
       p, plan.small_items, plan.num_small, plan, options.behind_cache_update, options.fresh_kv);
+#if ATTNKIT_CUDA_SM90A
+  if (flash_wgmma_enabled()) {
+    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan,
+                             options.behind_cache_update && plan.num_small == 0);
+    return;
+  }
+#endif
   launch_flash_items<T, typename FlashLargeConfig<D>::type>(
       p, plan.large_items, plan.num_large, plan, options.behind_cache_update && plan.num_small == 0,
       CacheUpdateParams{});

@@ -31,20 +31,21 @@ struct SplitMergeArgs {
 // Not inlined, and re-reading the work item, so that none of this is live (in registers)
 // during the main loop of the kernel.
 // smem is the kernel's dynamic shared memory, free after its epilogue: 16 bytes for the
-// last-CTA flag, then the weights [rows][num_splits] fp32.
+// last-CTA flag, then the weights [rows][num_splits] fp32. C::kMergeThreads threads from
+// C::kMergeThreadBase on run it, synchronised by C::merge_sync().
 template <typename T, typename C>
 __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const CudaWorkItem* item_ptr,
                                                     int kv_head, const float* partial_o,
                                                     const float* partial_lse,
                                                     unsigned* split_counters, unsigned char* smem) {
-  constexpr int D = C::D, kRows = C::kRows, kChunks = C::kChunks, kThreads = C::kThreads;
+  constexpr int D = C::D, kRows = C::kRows, kChunks = C::kChunks, kThreads = C::kMergeThreads;
   static_assert(16 + 4 * kRows * PlanShape{}.max_splits <= C::kSmemBytes,
                 "the merge keeps one weight per (row, split) in shared memory");
   const CudaWorkItem item = *item_ptr;
-  const int tid = threadIdx.x;
+  const int tid = static_cast<int>(threadIdx.x) - C::kMergeThreadBase;
   const int group = p.num_heads / p.num_kv_heads;
   __threadfence();
-  __syncthreads();
+  C::merge_sync();
   int* s_last = reinterpret_cast<int*>(smem);
   if (tid == 0) {
     unsigned* counter = split_counters + item.split_group * p.num_kv_heads + kv_head;
@@ -53,7 +54,7 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
     if (last) *counter = 0u;
     *s_last = last ? 1 : 0;
   }
-  __syncthreads();
+  C::merge_sync();
   if (*s_last == 0) return;
   __threadfence();
 
@@ -69,7 +70,7 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
   for (int i = tid; i < rows * ns; i += kThreads) {
     s_w[i] = __ldcg(partial_lse + slot_row(i / ns, i % ns));
   }
-  __syncthreads();
+  C::merge_sync();
   for (int r = tid; r < rows; r += kThreads) {
     float* w = s_w + r * ns;
     float big = -INFINITY;
@@ -85,7 +86,7 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
     const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
     for (int k = 0; k < ns; ++k) w[k] *= inv;
   }
-  __syncthreads();
+  C::merge_sync();
   for (int i = tid; i < rows * kChunks; i += kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -140,6 +140,13 @@ std::vector<NamedCase> all_cases() {
   long_prefill.num_kv_heads = 4;
   long_prefill.requests = {{400, 400}, {260, 900}};
   add("FlashPrefillGqaManyTilesD128", long_prefill);
+  // Enough row tiles (41 x 8 KV heads) that the planner splits nothing: whole-range CTAs
+  // and the unsplit epilogue, with long key loops through every pipeline stage.
+  GpuCase unsplit = long_prefill;
+  unsplit.num_heads = 32;
+  unsplit.num_kv_heads = 8;
+  unsplit.requests = {{700, 700}, {600, 650}};
+  add("FlashPrefillGqaUnsplitD128", unsplit);
   // CUDA_PAGED only: KV dtypes other than the compute dtype, fp8 with scales.
   for (KvCacheDType kv : {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2, KvCacheDType::kFloat16}) {
     GpuCase c;

@@ -1,0 +1,23 @@
+#pragma once
+// CUDA_FLASH's Hopper prefill path (flash_wgmma_kernel.cuh), built for sm_90a in its own
+// translation unit (sm90a/flash_wgmma.cu) when the build's CUDA architectures include 90
+// (ATTNKIT_CUDA_SM90A). Host declarations only.
+
+#include "attnkit/kernels/paged_attention_params.h"
+#include "backends/cuda/cuda_kernels.h"
+
+namespace attnkit::cuda {
+
+// Rows per CTA of the Hopper prefill kernels (the planner's large_rows when they run).
+inline constexpr int kFlashWgmmaRows = 128;
+
+// Whether the large-row items of a CUDA_FLASH step run on the Hopper kernels: the binary
+// carries them, the current device is compute capability 9.0 and ATTNKIT_CUDA_FLASH_WGMMA
+// is not "0" (which keeps the sm_80 tensor-core kernels, for comparisons). Asked once.
+bool flash_wgmma_enabled();
+
+// Runs `count` large-row items (fp16/bf16, head size 64, 128 or 256).
+void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
+                              const DevicePlan& plan, bool behind_cache_update);
+
+}  // namespace attnkit::cuda

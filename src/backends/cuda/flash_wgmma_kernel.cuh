@@ -1,0 +1,489 @@
+#pragma once
+// CUDA_FLASH's large-row (prefill) kernel for Hopper, sm_90a: warp-specialised, with the
+// matrix products on wgmma (FlashAttention-3's structure, over the paged KV cache).
+//
+// One CTA runs one CudaWorkItem for one KV head (grid = items x num_kv_heads), 128 rows
+// (token, query head of the GQA group) against the keys [kv_begin, kv_end), in tiles of BN
+// keys. Three warpgroups:
+//   producer (warps 0-3, registers lowered to kProducerRegs): copies K/V tiles from the
+//     cache into a STAGES-deep ring in shared memory with cp.async (one block-table lookup
+//     per key; out-of-range keys zero-filled). Per stage, K and V each have a "full"
+//     mbarrier (every producer thread arrives when its copies land) and an "empty" one
+//     (every consumer warp arrives when it no longer reads them); the producer waits on
+//     "empty" before reusing a stage, so K of the next tiles streams in while V of the
+//     current one is still in use.
+//   two consumers (warps 4-7 and 8-11, registers raised to kConsumerRegs): 64 rows each,
+//     Q in shared memory. Per tile t: S_t = Q K_t^T (wgmma, both operands from shared
+//     memory) and O += P_{t-1} V_{t-1} (wgmma, P from registers, V MN-major from shared
+//     memory) are issued back to back; the masking and online softmax of S_t run on the
+//     CUDA cores while P V still occupies the tensor cores (FlashAttention-3's
+//     intra-warpgroup overlap). The two consumers are not synchronised with each other,
+//     so one's softmax also overlaps the other's matrix products.
+// The epilogue stages each consumer's output tile in its (then free) Q buffer and writes
+// 16-byte rows, or writes split-KV partials, merged by the group's last CTA
+// (flash_split_merge.cuh) over the consumer threads.
+//
+// Shared memory (1024-byte aligned, every tile 128-byte swizzled, wgmma_primitives.cuh):
+//   Q [2 consumers][D/64 slabs][64 rows][64] | stage s: K [D/64][BN][64], V [D/64][BN][64]
+//   | full_k, full_v, empty_k, empty_v mbarriers [STAGES] each
+
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_common.cuh"
+#include "backends/cuda/flash_split_merge.cuh"
+#include "backends/cuda/mma_primitives.cuh"
+#include "backends/cuda/wgmma_primitives.cuh"
+
+namespace attnkit::cuda {
+
+template <int D_, int BN_, int STAGES_, bool PING_PONG_>
+struct WgmmaFlashConfig {
+  static constexpr int D = D_;
+  static constexpr int BN = BN_;
+  static constexpr int STAGES = STAGES_;
+  // The two consumers take turns issuing their matrix products (FlashAttention-3's
+  // warp-scheduler barriers): one's products run while the other computes its softmax.
+  static constexpr bool kPingPong = PING_PONG_;
+  static constexpr int kConsumers = 2;  // consumer warpgroups of 64 rows
+  static constexpr int kRows = 64 * kConsumers;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr int kSlabs = D / 64;  // 128-byte swizzle slabs per row
+  static constexpr uint32_t kQSlabBytes = 64u * 128u;
+  static constexpr uint32_t kQBytes = kSlabs * kQSlabBytes;  // one consumer's Q
+  static constexpr uint32_t kSlabBytes = BN * 128u;          // one slab of K or V
+  static constexpr uint32_t kTileBytes = kSlabs * kSlabBytes;
+  static constexpr uint32_t kKvOffset = kConsumers * kQBytes;
+  static constexpr uint32_t kBarrierOffset = kKvOffset + STAGES * 2u * kTileBytes;
+  // + 1024: the dynamic window is aligned up to 1024 bytes inside the kernel.
+  static constexpr size_t kSmemBytes = 1024u + kBarrierOffset + 32u * STAGES;
+  // Registers per thread after setmaxnreg: 128 * (producer + 2 * consumer) <= 64 Ki.
+  static constexpr int kProducerRegs = 72;
+  static constexpr int kConsumerRegs = 216;
+  // The split-KV merge runs on the consumer threads only (the producer has left).
+  static constexpr int kMergeThreads = 128 * kConsumers;
+  static constexpr int kMergeThreadBase = 128;
+  __device__ static void merge_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kMergeThreads)); }
+  static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256 && STAGES >= 2, "tile shape");
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
+};
+
+template <typename T, typename C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_wgmma_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
+                       float* partial_lse, unsigned* split_counters) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace sm90;
+  constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, kSlabs = C::kSlabs;
+  constexpr int kChunks = C::kChunks;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw = smem_address(smem_raw);
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (base - raw);
+  // Per stage s (at + 8 s): K landed, V landed (producer arrivals); K free, V free
+  // (consumer warps' arrivals).
+  const uint32_t full_k = base + C::kBarrierOffset;
+  const uint32_t full_v = full_k + 8u * STAGES;
+  const uint32_t empty_k = full_v + 8u * STAGES;
+  const uint32_t empty_v = empty_k + 8u * STAGES;
+
+  const CudaWorkItem item = items[blockIdx.x];
+  const int kv_head = blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
+  const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
+  const int pos_base = item.kv_len - item.q_len;  // position of token 0
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(full_k + 8u * s, 128);  // producer threads
+      mbarrier_init(full_v + 8u * s, 128);
+      mbarrier_init(empty_k + 8u * s, 4 * C::kConsumers);  // consumer warps
+      mbarrier_init(empty_v + 8u * s, 4 * C::kConsumers);
+    }
+  }
+  __syncthreads();
+  // Launched behind the step's cache update (programmatic dependent launch): nothing
+  // below reads the cache or writes results before that grid has finished.
+  wait_for_previous_grid();
+
+  if (warp < 4) {
+    // ---------------------------------------------------------------- producer
+    setmaxnreg_dec<C::kProducerRegs>();
+    // 8 threads per key (16 keys per pass): thread `sub` copies 16-byte chunk `sub` of
+    // every 64-column slab of its key's K and V rows, so one warp instruction reads four
+    // whole 128-byte lines.
+    const int sub = tid & 7, key_in_pass = tid >> 3;
+    const uint32_t dst_key = base + C::kKvOffset + static_cast<uint32_t>(key_in_pass) * 128u +
+                             static_cast<uint32_t>((sub ^ (key_in_pass & 7)) << 4);
+    const T* k_base = static_cast<const T*>(p.k_cache) +
+                      static_cast<int64_t>(kv_head) * p.k_head_stride + sub * 8;
+    const T* v_base = static_cast<const T*>(p.v_cache) +
+                      static_cast<int64_t>(kv_head) * p.v_head_stride + sub * 8;
+    const int32_t* block_row =
+        p.block_table != nullptr
+            ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
+            : nullptr;
+    const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
+    // Block index and slot of this thread's key of the current pass (paged caches; the
+    // contiguous case ignores them).
+    const int first_key = kv_begin + key_in_pass;
+    const int block_size = block_row != nullptr ? p.block_size : 1 << 30;
+    int walk_block = first_key / block_size;
+    int walk_slot = first_key - walk_block * block_size;
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      const int stage = tile % STAGES;
+      const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
+      const int kb = kv_begin + tile * BN;
+      const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+      // Where this thread's key of each pass lives: (row, slot) with the element offset
+      // row * row_stride + slot * token_stride; row -1 for keys past kv_end. Contiguous
+      // caches use the token index as the row (row stride = token stride, slot 0). The
+      // paged position (block index, slot) is stepped 16 keys per pass, no division.
+      int32_t key_row[BN / 16], key_slot[BN / 16];
+#pragma unroll
+      for (int pass = 0; pass < BN / 16; ++pass) {
+        const int kpos = kb + pass * 16 + key_in_pass;
+        key_row[pass] = -1;
+        key_slot[pass] = block_row != nullptr ? walk_slot : 0;
+        if (kpos < kv_end) {
+          key_row[pass] = block_row != nullptr ? block_row[walk_block]
+                                               : static_cast<int32_t>(contiguous_row + kpos);
+        }
+        walk_slot += 16;
+        while (walk_slot >= block_size) {
+          walk_slot -= block_size;
+          ++walk_block;
+        }
+      }
+      // K, then V, each behind its own pair of barriers.
+#pragma unroll
+      for (int part = 0; part < 2; ++part) {
+        const uint32_t empty = (part == 0 ? empty_k : empty_v) + 8u * stage;
+        if (tile >= STAGES) mbarrier_wait(empty, reuse_parity);
+        const T* src_base = part == 0 ? k_base : v_base;
+        const int64_t token_stride = part == 0 ? p.k_token_stride : p.v_token_stride;
+        const int64_t row_stride = block_row == nullptr ? token_stride
+                                   : part == 0          ? p.k_block_stride
+                                                        : p.v_block_stride;
+#pragma unroll
+        for (int pass = 0; pass < BN / 16; ++pass) {
+          // Out-of-range keys zero-fill (src-size 0) from a valid address.
+          const bool valid = key_row[pass] >= 0;
+          const int64_t off =
+              valid ? key_row[pass] * row_stride + key_slot[pass] * token_stride : 0;
+          const int bytes = valid ? 16 : 0;
+          const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
+#pragma unroll
+          for (int j = 0; j < kSlabs; ++j) {
+            cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
+          }
+        }
+        cp_async_arrive_noinc((part == 0 ? full_k : full_v) + 8u * stage);
+      }
+    }
+    cp_async_wait<0>();
+  } else {
+    // ---------------------------------------------------------------- consumers
+    setmaxnreg_inc<C::kConsumerRegs>();
+    const int wg = (warp >> 2) - 1;  // consumer 0 or 1
+    const int ctid = tid & 127;
+    const int g = lane >> 2, t = lane & 3;
+    const int wg_row0 = item.row_begin + wg * 64;  // first packed row of this consumer
+    const uint32_t q_base = base + static_cast<uint32_t>(wg) * C::kQBytes;
+
+    // Q (rows past row_end zero-filled), swizzled like the K/V slabs.
+    for (int i = ctid; i < 64 * kChunks; i += 128) {
+      const int r = i / kChunks, c = i % kChunks;
+      const int row = wg_row0 + r;
+      const T* src = static_cast<const T*>(p.q);
+      int bytes = 0;
+      if (row < item.row_end) {
+        src += (item.q_start + row / group) * p.q_token_stride +
+               (kv_head * group + row % group) * p.q_head_stride + c * 8;
+        bytes = 16;
+      }
+      cp_async_16(q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
+                      static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4),
+                  src, bytes);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_barrier_sync(2 + wg, 128);
+
+    const int wg_last = min(item.row_end, wg_row0 + 64) - 1;
+    const int pos_min = pos_base + wg_row0 / group;
+    const int pos_max = pos_base + max(wg_last, wg_row0) / group;
+    const float scale_log2 = p.scale * kLog2e;
+    const bool soft_cap = p.soft_cap > 0.0f;
+    const float cap_in = soft_cap ? p.scale / p.soft_cap : 0.0f;
+    const float cap_out = soft_cap ? p.soft_cap / p.scale : 0.0f;
+    // The packed rows of this thread's two accumulator rows (h = 0, 1).
+    const int row0 = wg_row0 + (warp & 3) * 16 + g;
+    KeyWindow windows[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      windows[h] = visible_keys(p, pos_base + (row0 + 8 * h) / group, kv_end);
+
+    const uint64_t q_desc = make_smem_desc(q_base, 16, 1024);
+    const uint64_t k_desc = make_smem_desc(base + C::kKvOffset, 16, 1024);
+    const uint64_t v_desc =
+        make_smem_desc(base + C::kKvOffset + C::kTileBytes, C::kSlabBytes, 1024);
+
+    float s[BN / 2];
+    float o[D / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) s[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m in log2 units
+
+    // Scores of one tile -> probabilities (fp32, in place in s) and the factor alpha
+    // that rescales the running O and l to the new row maxima.
+    float alpha[2];
+    auto softmax_tile = [&](int tile) {
+      if (soft_cap) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; ++i) s[i] = cap_out * fast_tanh(s[i] * cap_in);
+      }
+      const int kb = kv_begin + tile * BN;
+      const bool need_mask =
+          kb + BN > kv_end ||
+          (p.causal && (kb + BN - 1 > pos_min || p.chunk_size > 0 ||
+                        (p.sliding_window > 0 && kb <= pos_max - p.sliding_window)));
+      if (need_mask) {
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = kb + j * 8 + 2 * t + (e & 1);
+            const KeyWindow& w = windows[e >> 1];
+            if (key < w.lo || key > w.hi) s[4 * j + e] = -INFINITY;
+          }
+        }
+      }
+      // Online softmax (as flash_kernel.cuh): rows g (h = 0) and g + 8 (h = 1). The row
+      // maxima and sums run as four independent chains each (then combined), not one
+      // serial chain of BN / 4 dependent operations.
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          mx4[j & 3] = fmaxf(mx4[j & 3], fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+        }
+        float mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx * scale_log2);
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+        alpha[h] = fast_exp2(m[h] - m_use);
+        m[h] = m_new;
+        float sum4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+          for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            const float pv = fast_exp2(fmaf(s[4 * j + e], scale_log2, -m_use));
+            s[4 * j + e] = pv;
+            sum4[j & 3] += pv;
+          }
+        }
+        l[h] = l[h] * alpha[h] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
+      }
+    };
+    // P as the A operand of O += P V: the S accumulators of two adjacent n8 tiles form one
+    // A fragment.
+    uint32_t pf[BN / 16][4];
+    auto pack_p = [&] {
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+        pf[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+        pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+        pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+    };
+    // Rescales O to the new maxima; skipped by a warp whose rows' maxima all stayed put
+    // (alpha exactly 1), the common case once the maxima settle.
+    auto rescale_o = [&] {
+      if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j + 0] *= alpha[0];
+        o[4 * j + 1] *= alpha[0];
+        o[4 * j + 2] *= alpha[1];
+        o[4 * j + 3] *= alpha[1];
+      }
+    };
+    auto issue_s = [&](int stage) {
+      const uint32_t stage_off = static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const uint32_t in_slab = static_cast<uint32_t>(ks & 3) * 32u;
+        wgmma_ss<BN, T>(s, desc_advance(q_desc, (ks >> 2) * C::kQSlabBytes + in_slab),
+                        desc_advance(k_desc, stage_off + (ks >> 2) * C::kSlabBytes + in_slab),
+                        ks > 0 ? 1 : 0);
+      }
+      wgmma_commit();
+    };
+    auto issue_pv = [&](int stage) {
+      const uint32_t stage_off = static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        wgmma_rs_tb<D, T>(o, pf[kk], desc_advance(v_desc, stage_off + kk * 16u * 128u), 1);
+      }
+      wgmma_commit();
+    };
+    auto release = [&](uint32_t bar) {
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(bar);
+    };
+    // Turns (kPingPong): consumer c issues after barrier 4 + c has seen its own 128
+    // threads and the other consumer's 128 (or, for consumer 0's first turn, its own
+    // arrival below); it then hands the turn over. Both consumers take num_tiles + 1
+    // turns.
+    auto begin_turn = [&] {
+      if constexpr (C::kPingPong) named_barrier_sync(4 + wg, 256);
+    };
+    auto end_turn = [&] {
+      if constexpr (C::kPingPong) named_barrier_arrive(4 + (wg ^ 1), 256);
+    };
+    if constexpr (C::kPingPong) {
+      if (wg == 0) named_barrier_arrive(4, 256);
+    }
+
+    // Software pipeline over the tiles (intra-warpgroup overlap): S of tile t and P V of
+    // tile t - 1 are issued back to back, then the softmax of tile t runs while the tensor
+    // cores still compute P V. K of a stage is released once its S is done, V once its
+    // P V is.
+    if (num_tiles > 0) {
+      mbarrier_wait(full_k + 0, 0);
+      fence_proxy_async();
+      begin_turn();
+      wgmma_fence();
+      issue_s(0);
+      end_turn();
+      wgmma_wait<0>();
+      fence_operands(s);
+      release(empty_k + 0);
+      softmax_tile(0);
+      pack_p();
+    }
+    for (int tile = 1; tile < num_tiles; ++tile) {
+      const int stage = tile % STAGES;
+      const int prev = (tile - 1) % STAGES;
+      const uint32_t parity = (tile / STAGES) & 1;
+      rescale_o();  // to the maxima of tile - 1, before its P V joins O
+      mbarrier_wait(full_k + 8u * stage, parity);
+      mbarrier_wait(full_v + 8u * prev, ((tile - 1) / STAGES) & 1);
+      fence_proxy_async();
+      begin_turn();
+      wgmma_fence();
+      issue_s(stage);
+      issue_pv(prev);
+      end_turn();
+      wgmma_wait<1>();  // S of this tile (P V may still run)
+      fence_operands(s);
+      release(empty_k + 8u * stage);
+      softmax_tile(tile);
+      wgmma_wait<0>();
+      fence_operands(o);
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) fence_operands(pf[kk]);
+      release(empty_v + 8u * prev);
+      pack_p();
+    }
+    if (num_tiles > 0) {
+      const int last = (num_tiles - 1) % STAGES;
+      rescale_o();
+      mbarrier_wait(full_v + 8u * last, ((num_tiles - 1) / STAGES) & 1);
+      fence_proxy_async();
+      begin_turn();
+      wgmma_fence();
+      issue_pv(last);
+      end_turn();
+      wgmma_wait<0>();
+      fence_operands(o);
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) fence_operands(pf[kk]);
+    }
+
+    // Epilogue.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+    if (item.num_splits > 1) {
+      // Split-KV partial: rows normalised by their own sum, plus the log2-sum-exp.
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = row0 + 8 * h;
+        if (row >= item.row_end) continue;
+        const int64_t slot_row =
+            static_cast<int64_t>(item.partial_base + (row / group) * item.num_splits + item.split) *
+                p.num_heads +
+            kv_head * group + row % group;
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+        float* dst = partial_o + slot_row * D + 2 * t;
+#pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          *reinterpret_cast<float2*>(dst + 8 * j) =
+              make_float2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+        }
+        if (t == 0) partial_lse[slot_row] = l[h] > 0.0f ? m[h] + log2f(l[h]) : -INFINITY;
+      }
+      const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
+                                      p.o_head_stride, p.num_heads, p.num_kv_heads};
+      split_kv_merge_if_last<T, C>(merge_args, items + blockIdx.x, kv_head, partial_o, partial_lse,
+                                   split_counters, smem);
+      return;
+    }
+    float factor[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      factor[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+      if (p.sinks != nullptr) {
+        const float sink = p.sinks[kv_head * group + (row0 + 8 * h) % group] * kLog2e;
+        const float ref = fmaxf(m[h], sink);
+        const float denom = l[h] * safe_exp2(m[h], ref) + exp2f(sink - ref);
+        factor[h] = safe_exp2(m[h], ref) / denom;
+      }
+    }
+    // Stage the tile in this consumer's Q buffer (its S products are complete), row-major
+    // with 16-byte chunks swizzled by row, then write whole 16-byte chunks.
+    T* s_out = reinterpret_cast<T*>(smem + static_cast<size_t>(wg) * C::kQBytes);
+    fence_proxy_async();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = (warp & 3) * 16 + g + 8 * h;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(s_out + r * D + ((j ^ (r & 7)) << 3) + 2 * t) =
+            pack2<T>(o[4 * j + 2 * h] * factor[h], o[4 * j + 2 * h + 1] * factor[h]);
+      }
+    }
+    named_barrier_sync(2 + wg, 128);
+    for (int i = ctid; i < 64 * kChunks; i += 128) {
+      const int r = i / kChunks, c = i % kChunks;
+      const int row = wg_row0 + r;
+      if (row >= item.row_end) continue;
+      T* out = static_cast<T*>(p.out) + (item.q_start + row / group) * p.o_token_stride +
+               (kv_head * group + row % group) * p.o_head_stride + c * 8;
+      *reinterpret_cast<uint4*>(out) =
+          *reinterpret_cast<const uint4*>(s_out + r * D + ((c ^ (r & 7)) << 3));
+    }
+  }
+#else
+  (void)p;
+  (void)items;
+  (void)partial_o;
+  (void)partial_lse;
+  (void)split_counters;
+#endif
+}
+
+}  // namespace attnkit::cuda
