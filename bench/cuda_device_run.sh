@@ -12,10 +12,12 @@
 # slow step cannot take the others' output with it. Last: ncu counters for one decode and
 # one prefill launch (NCU_DECODE / NCU_SECOND: other `--only` shapes for the two launches;
 # NCU_SECOND_BIN=NAME takes the second from bin/NAME, e.g. an alternative build).
-# QUICK=1 leaves out the torch peers and ncu (a short call); ALT_ONLY sets the `--only`
+# QUICK=1 leaves out the torch peers and ncu (a short call), PEERS=0 the peers alone; ALT_ONLY sets the `--only`
 # shapes of the alternative benches (default d128), ALT_CASES their conformance filter;
 # bin/attnkit_backends_cuda_mla_tests, when staged, runs too (it shares the cache update
-# and the split-KV planning).
+# and the split-KV planning). On a Hopper GPU CUDA_FLASH's prefill runs on the sm_90a
+# kernels; SM80_COMPARE=1 also runs the CUDA_FLASH conformance cases and the prefill shapes
+# with ATTNKIT_CUDA_FLASH_WGMMA=0 (the sm_80 kernels on the same card, same call).
 set -u
 stage=$1
 out=$2
@@ -43,12 +45,21 @@ for alt in "$stage"/bin/attnkit_backends_cuda_tests_alt*; do
   [ -x "$alt" ] && step "$(basename "$alt")" conformance.log 40 "$alt" --gtest_filter="${ALT_CASES:-$alt_cases}"
 done
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$out/conformance.log" | tee -a "$out/summary.txt"
+if [ "${SM80_COMPARE:-0}" = 1 ]; then
+  ATTNKIT_CUDA_FLASH_WGMMA=0 step sm80_conformance conformance.log 60 \
+    "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter='All/*Flash*'
+  grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$out/conformance.log" | tail -3 | tee -a "$out/summary.txt"
+fi
 step bench bench.log 70 "$stage/bin/cuda_attention_bench" --json "$out/cuda_bench.json"
+if [ "${SM80_COMPARE:-0}" = 1 ]; then
+  ATTNKIT_CUDA_FLASH_WGMMA=0 step sm80_bench bench_alt.log 60 "$stage/bin/cuda_attention_bench" \
+    --only prefill
+fi
 # Variants of the head-size-128 tile configurations (same code, other FlashConfig), if staged.
 for alt in "$stage"/bin/cuda_attention_bench_alt*; do
   [ -x "$alt" ] && step "$(basename "$alt")" bench_alt.log 70 "$alt" --only "${ALT_ONLY:-d128}"
 done
-[ "${QUICK:-0}" = 1 ] || step peer peer.log 60 python3 "$stage/bench/torch_sdpa_peer.py" --ours "$out/cuda_bench.json"
+[ "${QUICK:-0}" = 1 ] || [ "${PEERS:-1}" = 0 ] || step peer peer.log 60 python3 "$stage/bench/torch_sdpa_peer.py" --ours "$out/cuda_bench.json"
 step memcheck sanitizers.log 45 compute-sanitizer --tool memcheck --error-exitcode 9 \
   "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="$subset"
 step racecheck sanitizers.log 45 compute-sanitizer --tool racecheck --error-exitcode 9 \
@@ -61,11 +72,12 @@ if [ -n "$ncu" ] && [ "${QUICK:-0}" != 1 ]; then
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats \
     "$stage/bin/cuda_attention_bench" --only "${NCU_DECODE:-decode b64 s2048}"
-  step ncu_prefill ncu.log 60 "$ncu" --clock-control none --kernel-name regex:flash_attention_kernel \
+  step ncu_prefill ncu.log 60 "$ncu" --clock-control none --kernel-name 'regex:flash_(attention|wgmma)_kernel' \
     --launch-skip 3 --launch-count 1 --section SpeedOfLight --section ComputeWorkloadAnalysis \
     --section Occupancy --section WarpStateStats --section SchedulerStats \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
     "$stage/bin/${NCU_SECOND_BIN:-cuda_attention_bench}" --only "${NCU_SECOND:-prefill b2 s8192 h16/16}"
 fi
 sed -n '/^shape/,$p' "$out/bench.log"
-grep -E "^(decode|prefill) " "$out/bench_alt.log" 2>/dev/null
+grep -E "^(==|decode|prefill) " "$out/bench_alt.log" 2>/dev/null
 cat "$out/summary.txt"
