@@ -2,10 +2,13 @@
 // forward, cache update included) on the decode and prefill shapes of issue 8, against the
 // device-to-device copy bandwidth measured in the same run.
 //
-//   cuda_attention_bench [--json FILE] [--quick] [--only TEXT]
+//   cuda_attention_bench [--json FILE] [--quick] [--only TEXT] [--shape
+//   KIND,B,S,H,KVH,D[,sinks]]...
 //
 // --only runs just the shapes whose name contains TEXT (e.g. "decode b64 s2048"), for
-// profiling one shape under ncu.
+// profiling one shape under ncu. --shape (repeatable) replaces the issue's shapes by the
+// given ones (KIND decode or prefill; batch, context, heads, KV heads, head size), run on
+// CUDA_FLASH only: e.g. a context sweep to separate fixed from per-byte costs.
 //
 // Decode reports GB/s (K/V bytes read once + q/out) and % of copy bandwidth; prefill
 // reports TFLOP/s with 4*b*h*s*s*d FLOPs, halved for causal. Inputs are random bf16; each
@@ -171,10 +174,28 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false;
   std::string only;
+  std::vector<Shape> custom;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+      Shape sh;
+      char kind[16] = {0}, extra[16] = {0};
+      const int n = std::sscanf(argv[++i], "%15[a-z],%d,%d,%d,%d,%d,%15s", kind, &sh.batch,
+                                &sh.context, &sh.heads, &sh.kv_heads, &sh.head_size, extra);
+      sh.kind = kind;
+      sh.sinks = n == 7 && std::strcmp(extra, "sinks") == 0;
+      if (n < 6 || (sh.kind != "decode" && sh.kind != "prefill") || sh.batch <= 0 ||
+          sh.context <= 0 || sh.kv_heads <= 0 || sh.heads % sh.kv_heads != 0) {
+        std::fprintf(stderr,
+                     "--shape %s: expected KIND,B,S,H,KVH,D[,sinks] with KIND decode or "
+                     "prefill and H a multiple of KVH\n",
+                     argv[i]);
+        return 2;
+      }
+      custom.push_back(sh);
+    }
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -204,6 +225,11 @@ int main(int argc, char** argv) {
     return only.empty() || s.name().find(only) != std::string::npos;
   };
   std::vector<Result> results;
+  if (!custom.empty()) {
+    for (const Shape& s : custom) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng));
+    decode.clear();
+    prefill.clear();
+  }
   for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
     for (const Shape& s : decode) {
       if (selected(s)) results.push_back(run_shape(backend, s, copy_gbs, rng));
@@ -213,7 +239,9 @@ int main(int argc, char** argv) {
     if (selected(s)) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng));
   }
   // CUDA_PAGED prefill runs on CUDA cores: one shape, to place it.
-  if (selected(prefill[0])) results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng));
+  if (!prefill.empty() && selected(prefill[0])) {
+    results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng));
+  }
 
   std::printf("\n%-34s %-11s %10s %9s %7s %9s\n", "shape", "backend", "ms", "GB/s", "%copy",
               "TFLOP/s");
