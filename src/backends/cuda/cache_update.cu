@@ -184,24 +184,25 @@ bool rows_aligned(const CacheUpdateParams& p) {
   return aligned(p.key) && aligned(p.value) && aligned(p.k_cache) && aligned(p.v_cache);
 }
 
+template <typename Src, ScalarType kDst>
+bool launch_vec_kernel(const CacheUpdateParams& p) {
+  cache_update_vec_kernel<Src, kDst><<<p.num_tokens, 256>>>(p);
+  return true;
+}
+
 template <typename Src>
 bool launch_vec_for_source(const CacheUpdateParams& p) {
   switch (p.kv_dtype) {
     case ScalarType::kFloat32:
-      cache_update_vec_kernel<Src, ScalarType::kFloat32><<<p.num_tokens, 256>>>(p);
-      return true;
+      return launch_vec_kernel<Src, ScalarType::kFloat32>(p);
     case ScalarType::kFloat16:
-      cache_update_vec_kernel<Src, ScalarType::kFloat16><<<p.num_tokens, 256>>>(p);
-      return true;
+      return launch_vec_kernel<Src, ScalarType::kFloat16>(p);
     case ScalarType::kBFloat16:
-      cache_update_vec_kernel<Src, ScalarType::kBFloat16><<<p.num_tokens, 256>>>(p);
-      return true;
+      return launch_vec_kernel<Src, ScalarType::kBFloat16>(p);
     case ScalarType::kFp8E4M3:
-      cache_update_vec_kernel<Src, ScalarType::kFp8E4M3><<<p.num_tokens, 256>>>(p);
-      return true;
+      return launch_vec_kernel<Src, ScalarType::kFp8E4M3>(p);
     case ScalarType::kFp8E5M2:
-      cache_update_vec_kernel<Src, ScalarType::kFp8E5M2><<<p.num_tokens, 256>>>(p);
-      return true;
+      return launch_vec_kernel<Src, ScalarType::kFp8E5M2>(p);
     default:
       return false;
   }

@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/flash_kernel.cuh"
 #include "backends/cuda/flash_wgmma.h"
+#include "backends/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda {
 
@@ -93,12 +94,7 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
                         const DevicePlan& plan, bool behind_cache_update,
                         const CacheUpdateParams& fresh_kv) {
   if (count == 0) return;
-  static const bool configured = [] {
-    ATTNKIT_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<T, C>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(C::kSmemBytes)));
-    return true;
-  }();
+  static const bool configured = allow_dynamic_smem(flash_attention_kernel<T, C>, C::kSmemBytes);
   (void)configured;
   // grid.y is limited to 65535; items go there only in decode grids (kKvHeadInX).
   if (C::kKvHeadInX && count > 65535) {
@@ -106,21 +102,9 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
                                              " decode work items in one step (at most 65535)");
   }
   const dim3 grid = C::kKvHeadInX ? dim3(p.num_kv_heads, count) : dim3(count, p.num_kv_heads);
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(C::kThreads);
-  config.dynamicSmemBytes = C::kSmemBytes;
-  config.stream = nullptr;  // the default stream, as every other launch of the backend
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  if (behind_cache_update && device_has_dependent_launch()) {
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  ATTNKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, flash_attention_kernel<T, C>, p, items,
-                                        plan.partial_o, plan.partial_lse, plan.split_counters,
-                                        fresh_kv));
+  launch_kernel_ex(flash_attention_kernel<T, C>, grid, dim3(C::kThreads), C::kSmemBytes,
+                   behind_cache_update && device_has_dependent_launch(), p, items, plan.partial_o,
+                   plan.partial_lse, plan.split_counters, fresh_kv);
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_attention_kernel);
 }
 

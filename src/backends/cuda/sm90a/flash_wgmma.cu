@@ -7,6 +7,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/flash_wgmma.h"
 #include "backends/cuda/flash_wgmma_kernel.cuh"
+#include "backends/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda {
 namespace {
@@ -43,27 +44,11 @@ template <int D, typename T>
 void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                   const DevicePlan& plan, bool behind_cache_update) {
   using C = typename WgmmaTiles<D>::type;
-  static const bool configured = [] {
-    ATTNKIT_CUDA_CHECK(cudaFuncSetAttribute(flash_wgmma_kernel<T, C>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(C::kSmemBytes)));
-    return true;
-  }();
+  static const bool configured = allow_dynamic_smem(flash_wgmma_kernel<T, C>, C::kSmemBytes);
   (void)configured;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(count, p.num_kv_heads);
-  config.blockDim = dim3(C::kThreads);
-  config.dynamicSmemBytes = C::kSmemBytes;
-  config.stream = nullptr;  // the default stream, as every other launch of the backend
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  if (behind_cache_update) {
-    config.attrs = &attribute;
-    config.numAttrs = 1;
-  }
-  ATTNKIT_CUDA_CHECK(cudaLaunchKernelEx(&config, flash_wgmma_kernel<T, C>, p, items, plan.partial_o,
-                                        plan.partial_lse, plan.split_counters));
+  launch_kernel_ex(flash_wgmma_kernel<T, C>, dim3(count, p.num_kv_heads), dim3(C::kThreads),
+                   C::kSmemBytes, behind_cache_update, p, items, plan.partial_o, plan.partial_lse,
+                   plan.split_counters);
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_wgmma_kernel);
 }
 
