@@ -728,7 +728,8 @@ class ItemKernel {
       const float sink = p_.sinks != nullptr ? p_.sinks[h] : kNegInf;
       const float m_all = std::max(m_[r], sink);
       float factor = 0.0f;
-      if (m_all != kNegInf) {
+      // A row whose every score was NaN keeps m = -inf (max skips NaN) but a NaN sum.
+      if (m_all != kNegInf || std::isnan(l_[r])) {
         const float w = m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - m_all);
         const float denom = l_[r] * w + (p_.sinks != nullptr ? std::exp(sink - m_all) : 0.0f);
         // NaN in the sums (NaN or inf in this request's inputs) must show in its output,

@@ -41,7 +41,8 @@ struct Ops {
   // exp with ~2 ulp error (Cephes polynomial); inputs below -87 (including -inf) give 0.
   static V exp(V x) {
     const V tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    // NaN stays NaN: max/min return their second operand when either is NaN.
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
     const V fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);

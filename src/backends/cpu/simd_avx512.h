@@ -28,10 +28,12 @@ struct Ops {
   static float hmax(V v) { return _mm512_reduce_max_ps(v); }
   static float hsum(V v) { return _mm512_reduce_add_ps(v); }
 
-  // exp with ~2 ulp error (Cephes polynomial); inputs below -88 (including -inf) give 0.
+  // exp with ~2 ulp error (Cephes polynomial); inputs below -88 (including -inf) give 0,
+  // NaN gives NaN (max/min return their second operand when either is NaN, so the clamp
+  // takes x last).
   static V exp(V x) {
     const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-88.0f), _CMP_LT_OQ);
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-88.0f)), _mm512_set1_ps(88.0f));
+    x = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-88.0f), x));
     const V fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);

@@ -19,9 +19,11 @@ inline void merge_splits(const attnkit::PagedAttentionParams& p,
     const int h = g.kv_head * group + r % group;
     const float sink = p.sinks != nullptr ? p.sinks[h] : kNegInf;
     float m_all = sink;
+    bool nan_sum = false;  // a split whose scores were all NaN keeps m = -inf, l = NaN
     for (int s = 0; s < g.num_splits; ++s) {
       const float* part = partials + g.partial_offset + s * g.partial_stride;
       m_all = std::max(m_all, part[int64_t{rows} * dv + r]);
+      nan_sum = nan_sum || std::isnan(part[int64_t{rows} * dv + rows + r]);
     }
     std::fill(tmp, tmp + dv, 0.0f);
     float denom = 0.0f;
@@ -42,6 +44,9 @@ inline void merge_splits(const attnkit::PagedAttentionParams& p,
     }
     void* dst = static_cast<char*>(p.out) +
                 ((tok0 + t) * p.o_token_stride + int64_t{h} * p.o_head_stride) * osize;
-    store_row(p.q_dtype, tmp, denom > 0.0f ? p.v_scale / denom : 0.0f, dst, dv);
+    // NaN in a split (NaN or inf in this request's inputs) shows in the row, as unsplit.
+    if (nan_sum) denom = std::numeric_limits<float>::quiet_NaN();
+    store_row(p.q_dtype, tmp, denom > 0.0f || std::isnan(denom) ? p.v_scale / denom : 0.0f, dst,
+              dv);
   }
 }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -219,6 +221,59 @@ TEST(CpuFlashKernel, QueriesThatSeeNothingWriteZeros) {
   s.kv_lens = {3};  // the first 3 queries sit at negative positions
   s.sinks = true;
   expect_matches_everywhere(s);
+}
+
+// NaN in one request's query or in one of its cached keys makes exactly the affected rows
+// of that request NaN, on every target, unsplit and split (the merge keeps it); the other
+// rows stay finite and right.
+TEST(CpuFlashKernel, NanInARequestShowsInItsAffectedRowsOnly) {
+  CaseSpec s;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_size = s.head_size_v = 64;
+  s.q_lens = {1, 1};
+  s.kv_lens = {300, 2100};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (bool poison_key : {false, true}) {
+    for (CpuIsa isa : runnable_cpu_isas()) {
+      for (bool split : {false, true}) {
+        SCOPED_TRACE(std::string(poison_key ? "key" : "query") + " isa " +
+                     std::string(to_string(isa)) + (split ? " split" : " unsplit"));
+        AttentionCase c(s);
+        const PagedAttentionParams p = c.params();
+        if (poison_key) {  // request 1, position 5, KV head 0: query heads 0 and 1 see it
+          const int64_t block = c.block_table()[static_cast<size_t>(c.max_blocks()) + 5 / 16];
+          reinterpret_cast<float*>(
+              c.k_bytes().data())[block * p.k_block_stride + (5 % 16) * p.k_token_stride + 3] = nan;
+        } else {  // request 1 (token 1), query head 0
+          reinterpret_cast<float*>(c.q_bytes().data())[c.q_token_stride() + 3] = nan;
+        }
+        c.clear_output();
+        FlashPlanOptions options = split ? forced_splits() : FlashPlanOptions{};
+        options.num_threads = 2;
+        const FlashPlan plan = make_flash_plan(p, options);
+        if (split) {
+          ASSERT_FALSE(plan.merges.empty());
+        }
+        FlashWorkspace ws;
+        flash_attention(p, plan, ws, isa);
+        for (int t = 0; t < 2; ++t) {
+          for (int h = 0; h < 4; ++h) {
+            const bool poisoned = t == 1 && (h == 0 || (poison_key && h == 1));
+            for (int d = 0; d < 64; ++d) {
+              const float got = c.output(t, h, d);
+              if (poisoned) {
+                ASSERT_TRUE(std::isnan(got)) << "token " << t << " head " << h << " dim " << d;
+              } else {
+                const double want = c.expected()[static_cast<size_t>((t * 4 + h) * 64 + d)];
+                ASSERT_NEAR(got, want, 1e-4) << "token " << t << " head " << h << " dim " << d;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(CpuFlashPlan, SplitsOnlyWhenThreadsWouldIdleAndPartitionTheKeys) {
