@@ -17,8 +17,9 @@
 //     memory) and O += P_{t-1} V_{t-1} (wgmma, P from registers, V MN-major from shared
 //     memory) are issued back to back; the masking and online softmax of S_t run on the
 //     CUDA cores while P V still occupies the tensor cores (FlashAttention-3's
-//     intra-warpgroup overlap). The two consumers are not synchronised with each other,
-//     so one's softmax also overlaps the other's matrix products.
+//     intra-warpgroup overlap). With kPingPong (the default) the two consumers take turns
+//     issuing their products (named barriers), so one's softmax also overlaps the other's
+//     matrix products; they share no other synchronisation.
 // The epilogue stages each consumer's output tile in its (then free) Q buffer and writes
 // 16-byte rows, or writes split-KV partials, merged by the group's last CTA
 // (flash_split_merge.cuh) over the consumer threads.

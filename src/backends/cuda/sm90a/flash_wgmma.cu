@@ -28,7 +28,7 @@ namespace {
 template <int D>
 struct WgmmaTiles;
 template <>
-struct WgmmaTiles<64> {  // 144 KiB shared
+struct WgmmaTiles<64> {  // 145 KiB shared
   using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D64>;
 };
 template <>
@@ -36,7 +36,7 @@ struct WgmmaTiles<128> {  // 225 KiB shared
   using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D128>;
 };
 template <>
-struct WgmmaTiles<256> {  // 192 KiB shared
+struct WgmmaTiles<256> {  // 193 KiB shared
   using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D256>;
 };
 
