@@ -63,6 +63,22 @@ int ConfigReader::positive_int(std::string_view key) const {
   return *v;
 }
 
+int ConfigReader::layer_count(std::string_view key) const {
+  auto v = opt_layer_count(key);
+  if (!v) fail(key, "is missing");
+  return *v;
+}
+
+std::optional<int> ConfigReader::opt_layer_count(std::string_view key) const {
+  auto v = opt_positive_int(key);
+  if (v && *v > kMaxLayers) {
+    fail(key, fmt::format("must be at most {} layers (published models have up to about 200), "
+                          "got {}",
+                          kMaxLayers, *v));
+  }
+  return v;
+}
+
 std::optional<int> ConfigReader::opt_positive_int(std::string_view key) const {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return std::nullopt;

@@ -25,8 +25,13 @@ class ConfigReader {
 
   // Required fields: a missing or mistyped field throws, naming it.
   int positive_int(std::string_view key) const;
+  // A layer count: a positive integer no larger than kMaxLayers (so that a corrupt config
+  // fails with a message instead of allocating billions of layers).
+  static constexpr int kMaxLayers = 1024;
+  int layer_count(std::string_view key) const;
   // Optional fields: nullopt when absent or null, an error when present with a bad value.
   std::optional<int> opt_positive_int(std::string_view key) const;
+  std::optional<int> opt_layer_count(std::string_view key) const;
   std::optional<int> opt_non_negative_int(std::string_view key) const;
   std::optional<double> opt_number(std::string_view key) const;
   std::optional<bool> opt_bool(std::string_view key) const;

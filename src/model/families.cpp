@@ -233,7 +233,7 @@ std::vector<Category> default_categories(const ConfigReader& cfg, const DecoderF
 }
 
 void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDescription& desc) {
-  const int num_layers = cfg.positive_int("num_hidden_layers");
+  const int num_layers = cfg.layer_count("num_hidden_layers");
   const int num_heads = cfg.positive_int("num_attention_heads");
 
   LayerSpec proto;
@@ -336,7 +336,7 @@ bool is_one_of(const std::string& s, std::initializer_list<std::string_view> lis
 }
 
 void build_encoder_only(const ConfigReader& cfg, ModelDescription& desc) {
-  const int num_layers = cfg.positive_int("num_hidden_layers");
+  const int num_layers = cfg.layer_count("num_hidden_layers");
   const int num_heads = cfg.positive_int("num_attention_heads");
   LayerSpec layer;
   layer.layer_type = "encoder_attention";
@@ -389,14 +389,14 @@ void build_encoder_decoder(const ConfigReader& cfg, const std::string& model_typ
   if (is_one_of(model_type, {"t5", "mt5", "umt5"})) {
     // T5 names heads and head size directly and does not scale scores (the 1/sqrt(d) is
     // folded into the weight initialisation).
-    enc.num_layers = cfg.positive_int("num_layers");
-    dec.num_layers = cfg.opt_positive_int("num_decoder_layers").value_or(enc.num_layers);
+    enc.num_layers = cfg.layer_count("num_layers");
+    dec.num_layers = cfg.opt_layer_count("num_decoder_layers").value_or(enc.num_layers);
     enc.num_heads = dec.num_heads = cfg.positive_int("num_heads");
     enc.head_size = dec.head_size = cfg.positive_int("d_kv");
     desc.max_encoder_len = cfg.opt_positive_int("n_positions").value_or(512);
   } else {
-    enc.num_layers = cfg.positive_int("encoder_layers");
-    dec.num_layers = cfg.positive_int("decoder_layers");
+    enc.num_layers = cfg.layer_count("encoder_layers");
+    dec.num_layers = cfg.layer_count("decoder_layers");
     enc.num_heads = cfg.positive_int("encoder_attention_heads");
     dec.num_heads = cfg.positive_int("decoder_attention_heads");
     enc.head_size =

@@ -127,6 +127,32 @@ TEST(ModelErrors, WrongTypesNameTheFieldAndTheValue) {
   EXPECT_NE(inline_error("[1, 2]").find("the top level must be a JSON object"), std::string::npos);
 }
 
+// A corrupt layer count fails with a message instead of allocating its layers (found by
+// the model_config fuzzer: 4E8 layers in a Llama-4 text config); every family's count.
+TEST(ModelErrors, LayerCountsAboveTheLimitAreRefused) {
+  EXPECT_EQ(inline_error(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
+      "num_hidden_layers": 4E8, "num_attention_heads": 40, "hidden_size": 5120}})"),
+            "Cannot read model config 'inline.json': field 'text_config.num_hidden_layers' "
+            "must be at most 1024 layers (published models have up to about 200), got 400000000");
+  EXPECT_NE(inline_error(R"({"model_type": "bert", "num_hidden_layers": 1025,
+      "num_attention_heads": 12, "hidden_size": 768})")
+                .find("field 'num_hidden_layers' must be at most 1024 layers"),
+            std::string::npos);
+  EXPECT_NE(inline_error(R"({"model_type": "whisper", "encoder_layers": 4, "decoder_layers": 5000,
+      "encoder_attention_heads": 6, "decoder_attention_heads": 6, "d_model": 384})")
+                .find("field 'decoder_layers' must be at most 1024 layers"),
+            std::string::npos);
+  EXPECT_NE(inline_error(R"({"model_type": "t5", "num_layers": 6, "num_decoder_layers": 99999,
+      "num_heads": 8, "d_kv": 64})")
+                .find("field 'num_decoder_layers' must be at most 1024 layers"),
+            std::string::npos);
+  // 1024 itself is accepted.
+  EXPECT_EQ(testing::parse_inline(R"({"model_type": "llama", "num_hidden_layers": 1024,
+      "num_attention_heads": 8, "head_dim": 64})")
+                .layers.size(),
+            1024u);
+}
+
 TEST(ModelErrors, HeadShapeInconsistencies) {
   EXPECT_EQ(inline_error(R"({"model_type": "llama", "num_hidden_layers": 2,
       "num_attention_heads": 32, "num_key_value_heads": 5, "hidden_size": 4096})"),
