@@ -58,25 +58,37 @@ struct Ops {
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
   }
 
-  // Lane j of the result = sum of the lanes of a[j] (a transpose-and-add tree: 45 ops for
-  // 16 dot products instead of 16 separate horizontal sums).
-  static V reduce_lanes(const V* a) {
+  // Lane j of the result = op over the lanes of a[j] (a transpose-and-combine tree: 45
+  // ops for 16 reductions instead of 16 separate horizontal ones).
+  // Op::apply(x, y) combines two vectors lane by lane (named functions, not lambdas: GCC
+  // gives lambdas no target attribute from the translation unit's target pragma).
+  struct Add {
+    static V apply(V x, V y) { return _mm512_add_ps(x, y); }
+  };
+  struct Max {
+    static V apply(V x, V y) { return _mm512_max_ps(x, y); }
+  };
+  template <typename Op>
+  static V reduce_lanes_by(const V* a) {
+    constexpr auto op = &Op::apply;
     V b[8], c[4];
     for (int i = 0; i < 8; ++i) {
-      b[i] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
-                           _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+      b[i] = op(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
     }
     for (int i = 0; i < 4; ++i) {
-      c[i] = _mm512_add_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                           _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+      c[i] = op(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     }
-    const V f01 = _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const V f23 = _mm512_add_ps(_mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                _mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_add_ps(_mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(3, 1, 3, 1)));
+    const V f01 = op(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                     _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const V f23 = op(_mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                     _mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return op(_mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(2, 0, 2, 0)),
+              _mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(3, 1, 3, 1)));
   }
+  // Lane j of the result = sum of the lanes of a[j] (the dot products of 16 keys).
+  static V reduce_lanes(const V* a) { return reduce_lanes_by<Add>(a); }
   // out[i] 32-bit lane j = in[j] lane i: a 16x16 transpose of 32-bit elements (bf16 pairs).
   static void transpose16(const BV* in, BV* out) {
     __m512i a[16], b[16];
@@ -126,24 +138,8 @@ struct Ops {
     out[2] = _mm512_shuffle_f32x4(t2, t3, _MM_SHUFFLE(2, 0, 2, 0));
     out[3] = _mm512_shuffle_f32x4(t2, t3, _MM_SHUFFLE(3, 1, 3, 1));
   }
-  // Lane j of the result = max of the lanes of a[j] (the reduce_lanes tree with max).
-  static V reduce_lanes_max(const V* a) {
-    V b[8], c[4];
-    for (int i = 0; i < 8; ++i) {
-      b[i] = _mm512_max_ps(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
-                           _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
-    }
-    for (int i = 0; i < 4; ++i) {
-      c[i] = _mm512_max_ps(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                           _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    }
-    const V f01 = _mm512_max_ps(_mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                _mm512_shuffle_f32x4(c[0], c[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const V f23 = _mm512_max_ps(_mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                _mm512_shuffle_f32x4(c[2], c[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm512_max_ps(_mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(f01, f23, _MM_SHUFFLE(3, 1, 3, 1)));
-  }
+  // Lane j of the result = max of the lanes of a[j].
+  static V reduce_lanes_max(const V* a) { return reduce_lanes_by<Max>(a); }
   // Lane i of v in every lane.
   static V lane(V v, int i) { return _mm512_permutexvar_ps(_mm512_set1_epi32(i), v); }
   // The first n (<= 16) floats at p (the other lanes `fill`), and their store.
