@@ -14,6 +14,26 @@
 namespace attnkit {
 namespace {
 
+// Every forward runs these checks, so a passing check must cost no formatting: arguments
+// are formatted only on failure, and tensors are passed as Described (their describe()
+// string is built only then).
+struct Described {
+  const TensorView& tensor;
+};
+
+}  // namespace
+}  // namespace attnkit
+
+template <>
+struct fmt::formatter<attnkit::Described> : fmt::formatter<std::string_view> {
+  auto format(const attnkit::Described& d, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(d.tensor.describe(), ctx);
+  }
+};
+
+namespace attnkit {
+namespace {
+
 template <typename... Args>
 void require(bool ok, std::string_view backend, fmt::format_string<Args...> format,
              Args&&... args) {
@@ -39,19 +59,19 @@ const char* device_name(DeviceType type) {
 void check_tensor(const TensorView& t, const char* what, ScalarType dtype,
                   const ForwardCheckOptions& o) {
   require(t.device.type == o.device, o.backend, "{} must be in {} ({})", what,
-          device_name(o.device), t.describe());
+          device_name(o.device), Described{t});
   require(t.dtype == dtype, o.backend, "{} has dtype {}, expected {}", what, to_string(t.dtype),
           to_string(dtype));
   require(t.ndim >= 2 && t.stride(t.ndim - 1) == 1, o.backend,
-          "{} must be contiguous in its last dimension ({})", what, t.describe());
+          "{} must be contiguous in its last dimension ({})", what, Described{t});
   if (o.vector_elements > 1) {
     for (int d = 0; d < t.ndim - 1; ++d) {
       require(t.stride(d) % o.vector_elements == 0, o.backend,
               "{} strides must be multiples of {} elements ({})", what, o.vector_elements,
-              t.describe());
+              Described{t});
     }
     require(reinterpret_cast<uintptr_t>(t.data) % 16 == 0, o.backend,
-            "{} data must be 16-byte aligned ({})", what, t.describe());
+            "{} data must be 16-byte aligned ({})", what, Described{t});
   }
 }
 
@@ -61,14 +81,14 @@ void check_rows(const TensorView& t, const char* what, ScalarType dtype, int64_t
                 int heads, int dim, const ForwardCheckOptions& o, bool allow_2d = false) {
   const bool two_d = allow_2d && t.ndim == 2;
   require(t.ndim == 3 || two_d, o.backend, "{} must be [tokens, {}, {}], got {}", what, heads, dim,
-          t.describe());
+          Described{t});
   check_tensor(t, what, dtype, o);
   if (two_d) {
     require(t.size(1) == dim, o.backend, "{} must be [tokens, {}], got {}", what, dim,
-            t.describe());
+            Described{t});
   } else {
     require(t.size(1) == heads && t.size(2) == dim, o.backend,
-            "{} must be [tokens, {}, {}], got {}", what, heads, dim, t.describe());
+            "{} must be [tokens, {}, {}], got {}", what, heads, dim, Described{t});
   }
   require(t.size(0) >= min_rows, o.backend, "{} has {} rows, needs at least {}", what, t.size(0),
           min_rows);
@@ -85,7 +105,7 @@ void check_cache(const TensorView& t, const char* what, const KvCacheTensors& ca
   const bool shape_ok =
       t.ndim == 4 && t.size(1) == want_1 && t.size(2) == want_2 && t.size(3) == dim;
   require(shape_ok, o.backend, "{} must be {} [num_blocks, {}, {}, {}], got {}", what,
-          to_string(cache.layout), want_1, want_2, dim, t.describe());
+          to_string(cache.layout), want_1, want_2, dim, Described{t});
   check_tensor(t, what, dtype, o);
 }
 
@@ -111,6 +131,15 @@ void check_block_table(const CommonAttentionMetadata& c, int64_t num_blocks,
             "request {} needs {} blocks for {} tokens but max_blocks_per_req is {}", i, needed,
             seq_len, c.max_blocks_per_req);
     const auto checked = o.whole_block_table ? int64_t{c.max_blocks_per_req} : needed;
+    // One pass without branches per entry; the entry is located only when the row fails.
+    const int32_t* row =
+        c.block_table.data() + static_cast<size_t>(i) * static_cast<size_t>(c.max_blocks_per_req);
+    int32_t lo = 0, hi = 0;
+    for (int64_t b = 0; b < checked; ++b) {
+      lo = std::min(lo, row[b]);
+      hi = std::max(hi, row[b]);
+    }
+    if (lo >= 0 && hi < num_blocks) continue;
     for (int b = 0; b < static_cast<int>(checked); ++b) {
       const int32_t block = table_at(c, i, b);
       require(block >= 0 && block < num_blocks, o.backend,
