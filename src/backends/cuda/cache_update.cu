@@ -16,6 +16,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_common.cuh"
 
 namespace attnkit::cuda {
 namespace {
@@ -55,12 +56,9 @@ __device__ void store_element(void* base, ScalarType type, int64_t i, float v) {
 }
 
 __global__ void cache_update_kernel(CacheUpdateParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Lets a programmatically dependent attention launch start its CTAs (and their reads of
-  // Q and the block table) now; it waits for this grid's completion before reading the
-  // cache (wait_for_previous_grid), so the trigger's position does not matter for safety.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+  // The attention launch behind this one may start its CTAs (and their reads of the work
+  // items and block table) now; it waits for this grid before reading the cache.
+  let_next_grid_start();
   const int t = blockIdx.x;
   const int64_t slot = p.slot_mapping[t];
   if (slot < 0) return;  // padding token
@@ -129,9 +127,7 @@ __device__ __forceinline__ void store8(void* base, int64_t i, const float (&x)[8
 
 template <typename Src, ScalarType kDst>
 __global__ void cache_update_vec_kernel(CacheUpdateParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");  // as cache_update_kernel
-#endif
+  let_next_grid_start();  // as cache_update_kernel
   const int t = blockIdx.x;
   const int64_t slot = p.slot_mapping[t];
   if (slot < 0) return;  // padding token

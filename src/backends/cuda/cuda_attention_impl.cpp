@@ -82,7 +82,6 @@ void CudaAttentionImpl::forward(const TensorView& query, const TensorView& key,
         flash_options.fresh_kv = u;  // the attention launch writes the cache itself
       } else {
         launch_cache_update(u);
-        flash_options.behind_cache_update = true;
       }
     }
   } else {

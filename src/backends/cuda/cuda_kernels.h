@@ -14,7 +14,10 @@
 namespace attnkit::cuda {
 
 // A plan's arrays on the device plus the split-KV workspace.
-//   partial_o   [num_partial_slots, num_heads, head_size_v] fp32, rows normalised per split
+//   partial_o   [num_partial_slots, num_heads, head_size_v] rows normalised per split: fp32
+//               for CUDA_PAGED and CUDA_MLA; CUDA_FLASH stores them in its compute dtype
+//               (fp16/bf16, as the output): half the bytes that the one CTA merging a
+//               split group must read, on the critical path of long single-request decodes
 //   partial_lse [num_partial_slots, num_heads] fp32, log2-sum-exp of each split's scores
 //               (-inf when the split saw no key)
 //   split_counters (below)
@@ -50,10 +53,8 @@ void launch_cache_update(const CacheUpdateParams& params);
 void launch_paged_attention(const PagedAttentionParams& params, const DevicePlan& plan);
 // CUDA_FLASH: tensor-core kernels (small-row and large-row); split-KV groups are merged
 // in place by their last CTA (no combine launch).
+// Its launches are programmatic dependent launches on sm_90+ (flash_launch.cuh).
 struct FlashLaunchOptions {
-  // The launch directly follows launch_cache_update in the stream and may overlap it
-  // (programmatic dependent launch, see flash_launch.cuh).
-  bool behind_cache_update = false;
   // fresh_kv.key set: the kernel writes this step's keys/values into the cache itself (no
   // cache-update launch); only for decode plans (no large-row items), causal self-attention
   // with the cache in the compute dtype and unit scales (can_fold_cache_update).

@@ -50,6 +50,16 @@ __device__ __forceinline__ uint32_t pack2(float a, float b) {
   }
 }
 
+// The inverse of pack2: the two T of a 32-bit register as floats (low half first).
+template <typename T>
+__device__ __forceinline__ float2 unpack2(uint32_t v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&v));
+  } else {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+  }
+}
+
 // Element offset of key position `kpos` of request `seq` (token part only; add the head
 // and dimension offsets). Paged: through the block table; contiguous: kv_start_loc row.
 __device__ __forceinline__ int64_t kv_token_offset(const PagedAttentionParams& p, int seq, int kpos,
@@ -105,6 +115,16 @@ __device__ __forceinline__ float safe_exp2(float x, float m) {
 __device__ __forceinline__ void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Programmatic dependent launch (sm_90+): lets the next grid of the stream, when it was
+// launched programmatically, start its CTAs as soon as every CTA of this grid has called
+// this (or exited). Safe anywhere: that grid still waits for this one's completion
+// (wait_for_previous_grid) before it reads or writes anything this grid touches.
+__device__ __forceinline__ void let_next_grid_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 

@@ -29,6 +29,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/device_common.cuh"
 #include "backends/cuda/flash_split_merge.cuh"
+#include "backends/cuda/flash_trace.cuh"
 #include "backends/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {
@@ -60,6 +61,12 @@ struct FlashConfig {
   // at about the same time, which keeps DRAM pages and L2 lines shared. Prefill grids
   // put the item first, so that co-resident CTAs share one head's K/V in L2.
   static constexpr bool kKvHeadInX = WARPS_N_ > 1;
+  // Decode CTAs read each K/V byte of the step once: their tile loads mark the lines
+  // evict-first, so that a step larger than L2 (67 MB at 1 x 16384 tokens, 8 KV heads,
+  // head size 128) does not flush what the step reads again: the work items, block table,
+  // partials and split counters, and the kernel's own code, whose cold misses would
+  // otherwise go to DRAM on the merging CTA's path and on the next step's prologue.
+  static constexpr bool kStreamKv = kKvHeadInX;
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   // The split-KV merge (flash_split_merge.cuh) runs on every thread of the CTA.
   static constexpr int kMergeThreads = kThreads;
@@ -75,6 +82,7 @@ struct FlashConfig {
   static constexpr size_t kMainBytes = 2u * (kRows * D + STAGES * 2 * BN * D);
   static constexpr size_t kEpilogueBytes = 4u * WARPS_N * kRows * (kOStride + 2);
   static constexpr size_t kSmemBytes = kMainBytes > kEpilogueBytes ? kMainBytes : kEpilogueBytes;
+  static constexpr size_t kMergeSmemBytes = kSmemBytes;  // all of it, after the epilogue
 };
 
 // Swizzled element index of (row, 16-byte chunk) in a [rows][D] tile.
@@ -111,6 +119,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   T* s_q = reinterpret_cast<T*>(smem);
   T* s_kv = s_q + kRows * D;
 
+  // Launched programmatically (sm_90, kernel_launch.cuh): this grid may start while the
+  // previous one in the stream still runs. Until wait_for_previous_grid below it reads only
+  // the step's metadata (work items, block table), which was uploaded before that grid
+  // began; the next grid may start as soon as all CTAs of this one are running.
+  let_next_grid_start();
+  flash_trace(kTraceStart, threadIdx.x == 0);
   const int item_index = C::kKvHeadInX ? blockIdx.y : blockIdx.x;
   const CudaWorkItem item = items[item_index];
   const int kv_head = C::kKvHeadInX ? blockIdx.x : blockIdx.y;
@@ -120,22 +134,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   const int kv_begin = item.kv_begin, kv_end = item.kv_end;
   const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
   const int pos_base = item.kv_len - item.q_len;  // position of token 0
-
-  // Q tile (rows past row_end are zero-filled), its own cp.async group.
-  for (int i = tid; i < kRows * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
-    const int row = item.row_begin + r;
-    const T* src = static_cast<const T*>(p.q);
-    int bytes = 0;
-    if (row < item.row_end) {
-      const int token = item.q_start + row / group;
-      const int head = kv_head * group + row % group;
-      src += token * p.q_token_stride + head * p.q_head_stride + c * 8;
-      bytes = 16;
-    }
-    cp_async_16(s_q + swizzle<D>(r, c), src, bytes);
-  }
-  cp_async_commit();
 
   // K/V tile loads: the 16-byte chunks of one key go to kThreadsPerKey consecutive
   // threads, so one block-table lookup per pass serves every chunk of the key that the
@@ -174,6 +172,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
       blocks[pass] = block_row != nullptr && kpos < kv_end ? block_row[kpos / p.block_size] : 0;
     }
   };
+  const uint64_t stream_policy = C::kStreamKv ? l2_evict_first_policy() : 0;
   auto load_tile = [&](int tile, int stage, const int(&blocks)[kPasses]) {
     const int kb = kv_begin + tile * BN;
 #pragma unroll
@@ -201,11 +200,44 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
 #pragma unroll
       for (int j = 0; j < kChunksPerThread; ++j) {
         const uint32_t chunk_off = (static_cast<uint32_t>(j * kThreadsPerKey) * 16u) ^ dst_xor;
-        cp_async_16(dst + chunk_off, k_src + j * kThreadsPerKey * 8, bytes);
-        cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kThreadsPerKey * 8, bytes);
+        if constexpr (C::kStreamKv) {
+          cp_async_16(dst + chunk_off, k_src + j * kThreadsPerKey * 8, bytes, stream_policy);
+          cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kThreadsPerKey * 8, bytes,
+                      stream_policy);
+        } else {
+          cp_async_16(dst + chunk_off, k_src + j * kThreadsPerKey * 8, bytes);
+          cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kThreadsPerKey * 8, bytes);
+        }
       }
     }
   };
+
+  // The first tiles' block ids (metadata: complete before the previous grid began).
+  int first_blocks[STAGES - 1][kPasses];
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) lookup_blocks(s, first_blocks[s]);
+  // Q, the new keys/values, the cache, the partials, the split counters and the output may
+  // belong to the previous grid (the step's cache update, the previous step's attention,
+  // the kernel that computed Q): wait for it to finish and flush. A no-op when the launch
+  // was not programmatic.
+  wait_for_previous_grid();
+  flash_trace(kTraceWaited, tid == 0);
+
+  // Q tile (rows past row_end are zero-filled), its own cp.async group.
+  for (int i = tid; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const int row = item.row_begin + r;
+    const T* src = static_cast<const T*>(p.q);
+    int bytes = 0;
+    if (row < item.row_end) {
+      const int token = item.q_start + row / group;
+      const int head = kv_head * group + row % group;
+      src += token * p.q_token_stride + head * p.q_head_stride + c * 8;
+      bytes = 16;
+    }
+    cp_async_16(s_q + swizzle<D>(r, c), src, bytes);
+  }
+  cp_async_commit();
 
   // Decode steps fold the cache update into this launch (fresh.key set, see
   // launch_flash_attention): every CTA whose key range holds some of this step's new
@@ -237,15 +269,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     }
     __syncthreads();
   }
-  // The first tiles' block ids (the block table is metadata, complete before the launch).
-  int first_blocks[STAGES - 1][kPasses];
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) lookup_blocks(s, first_blocks[s]);
-  // Launched right behind this step's cache update (programmatic dependent launch, sm_90):
-  // everything above reads only inputs that were complete before the cache update began;
-  // the cache itself, the partials, the split counters and the output wait here for the
-  // cache update to finish and flush. A no-op when the launch had no such dependency.
-  wait_for_previous_grid();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < num_tiles) load_tile(s, s, first_blocks[s]);
@@ -306,6 +329,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   for (int tile = 0; tile < num_tiles; ++tile) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
+    if (tile == 0) flash_trace(kTraceFirstTile, tid == 0);
     if (tile + STAGES - 1 < num_tiles) {
       load_tile(tile + STAGES - 1, load_stage, next_blocks);
       lookup_blocks(tile + STAGES, next_blocks);
@@ -457,6 +481,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   // WARPS_N states of each row and write 8 output elements at a time.
   cp_async_wait<0>();
   __syncthreads();
+  flash_trace(kTraceLoopDone, tid == 0);
   float* s_o = reinterpret_cast<float*>(smem);
   float* s_m = s_o + C::WARPS_N * kRows * C::kOStride;
   float* s_l = s_m + C::WARPS_N * kRows;
@@ -468,6 +493,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       const int r = wm * 16 * WM + mi * 16 + (lane >> 2) + 8 * h;
+      // Padding rows (past row_end: most of a decode tile's 16 rows) are never read.
+      if (item.row_begin + r >= item.row_end) continue;
       float* row_o = s_o + (wn * kRows + r) * C::kOStride;
 #pragma unroll
       for (int j = 0; j < kDT; ++j) {
@@ -506,9 +533,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
               p.num_heads +
           head;
       const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-      float4* dst = reinterpret_cast<float4*>(partial_o + slot_row * D + c * 8);
-      dst[0] = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-      dst[1] = make_float4(acc[4] * inv, acc[5] * inv, acc[6] * inv, acc[7] * inv);
+      uint4 packed;
+      packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
+      packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
+      packed.z = pack2<T>(acc[4] * inv, acc[5] * inv);
+      packed.w = pack2<T>(acc[6] * inv, acc[7] * inv);
+      *reinterpret_cast<uint4*>(reinterpret_cast<T*>(partial_o) + slot_row * D + c * 8) = packed;
       if (c == 0) partial_lse[slot_row] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
       continue;
     }
@@ -529,6 +559,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
              head * p.o_head_stride + c * 8;
     *reinterpret_cast<uint4*>(out) = packed;
   }
+  flash_trace(kTraceResultWritten, tid == 0);
   if (item.num_splits <= 1) return;
   const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
                                   p.o_head_stride, p.num_heads, p.num_kv_heads};

@@ -73,29 +73,18 @@ struct FlashSmallConfig<256> {  // two warps; 254 registers, 104 KiB shared: 2 C
   using type = FlashConfig<ATTNKIT_FLASH_DECODE_D256>;
 };
 
-// Whether the current device runs programmatic dependent launches (sm_90+; asked once).
-inline bool device_has_dependent_launch() {
-  static const bool has = [] {
-    int device = 0, major = 0;
-    ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
-    ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    return major >= 9;
-  }();
-  return has;
-}
-
-// behind_cache_update: this launch directly follows the step's cache-update launch in the
-// stream, so it may start while that grid still runs (programmatic dependent launch): the
-// kernel waits for it before its first cache read (wait_for_previous_grid). That hides the
-// launch latency and the gap between the two grids, a fixed few microseconds that weigh
-// on short decode steps.
+// Every launch of flash_attention_kernel is programmatic (kernel_launch.cuh): before
+// wait_for_previous_grid it reads only the work items and block table, so its start, those
+// loads and the first tiles' address arithmetic overlap the end of the previous grid in
+// the stream (this step's cache update, or the previous step's attention), a fixed few
+// microseconds that weigh on short decode steps.
 template <typename T, typename C>
 void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                        const DevicePlan& plan, bool behind_cache_update,
-                        const CacheUpdateParams& fresh_kv) {
+                        const DevicePlan& plan, const CacheUpdateParams& fresh_kv) {
   if (count == 0) return;
   static const bool configured = allow_dynamic_smem(flash_attention_kernel<T, C>, C::kSmemBytes);
   (void)configured;
+  flash_trace_bind();  // nothing unless built with ATTNKIT_FLASH_TRACE
   // grid.y is limited to 65535; items go there only in decode grids (kKvHeadInX).
   if (C::kKvHeadInX && count > 65535) {
     throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: " + std::to_string(count) +
@@ -103,28 +92,26 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
   }
   const dim3 grid = C::kKvHeadInX ? dim3(p.num_kv_heads, count) : dim3(count, p.num_kv_heads);
   launch_kernel_ex(flash_attention_kernel<T, C>, grid, dim3(C::kThreads), C::kSmemBytes,
-                   behind_cache_update && device_has_dependent_launch(), p, items, plan.partial_o,
-                   plan.partial_lse, plan.split_counters, fresh_kv);
+                   /*programmatic=*/true, p, items, plan.partial_o, plan.partial_lse,
+                   plan.split_counters, fresh_kv);
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_attention_kernel);
 }
 
 template <int D, typename T>
 void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePlan& plan,
                                   const FlashLaunchOptions& options) {
-  // Only the first launch of the step directly follows the cache update; the cache write
-  // is folded only into plans without large-row items (can_fold_cache_update).
-  launch_flash_items<T, typename FlashSmallConfig<D>::type>(
-      p, plan.small_items, plan.num_small, plan, options.behind_cache_update, options.fresh_kv);
+  // The cache write is folded only into plans without large-row items
+  // (can_fold_cache_update).
+  launch_flash_items<T, typename FlashSmallConfig<D>::type>(p, plan.small_items, plan.num_small,
+                                                            plan, options.fresh_kv);
 #if ATTNKIT_CUDA_SM90A
   if (flash_wgmma_enabled()) {
-    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan,
-                             options.behind_cache_update && plan.num_small == 0);
+    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan);
     return;
   }
 #endif
-  launch_flash_items<T, typename FlashLargeConfig<D>::type>(
-      p, plan.large_items, plan.num_large, plan, options.behind_cache_update && plan.num_small == 0,
-      CacheUpdateParams{});
+  launch_flash_items<T, typename FlashLargeConfig<D>::type>(p, plan.large_items, plan.num_large,
+                                                            plan, CacheUpdateParams{});
 }
 
 template <int D>

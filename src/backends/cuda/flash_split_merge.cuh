@@ -8,6 +8,8 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_plan.h"
 #include "backends/cuda/device_common.cuh"
+#include "backends/cuda/flash_trace.cuh"
+#include "backends/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {
 
@@ -21,101 +23,204 @@ struct SplitMergeArgs {
 };
 
 // Split-KV: the CTA that finishes the last split of its (split group, KV head) merges
-// all of them, so no combine launch follows. Classic last-block pattern: every thread
-// fences its partial writes, one atomic per CTA counts, the last CTA fences again and
-// reads the partials past L1 (__ldcg). It resets the counter for the next forward.
+// all of them, so no combine launch follows. Classic last-block pattern: after a CTA
+// barrier one acq_rel atomic per CTA counts (releasing the CTA's partial writes; the last
+// CTA acquires the others'), and the last CTA reads the partials past L1. It resets the
+// counter for the next forward.
 // The merge itself is three parallel passes over shared memory (lse of every (row,
-// split), then per-row weights, then 8 output elements per thread with the partial loads
-// of several splits in flight), not one chain of dependent L2 reads per split.
+// split), then per-row weights with a warp per row, then 8 output elements per lane with
+// the splits shared among adjacent lanes), not one chain of dependent L2 reads per split.
+// The partial rows are in the compute dtype T (cuda_kernels.h). When the group's rows fit
+// in shared memory (decode, e.g. 4 GQA rows x 32 splits x head size 128: 32 KiB) they are
+// all requested at once with cp.async, together with the lse loads, instead of one round
+// trip per batch of four splits: this is on the critical path of a long single-request
+// decode step, where the load/store unit's requests in flight limit the transfer.
 //   out = sum_k w_k o_k / (sum_k w_k + exp2(sink - M)),  w_k = exp2(lse_k - M)
 // Not inlined, and re-reading the work item, so that none of this is live (in registers)
 // during the main loop of the kernel.
-// smem is the kernel's dynamic shared memory, free after its epilogue: 16 bytes for the
-// last-CTA flag, then the weights [rows][num_splits] fp32. C::kMergeThreads threads from
-// C::kMergeThreadBase on run it, synchronised by C::merge_sync().
+// smem is the kernel's dynamic shared memory (C::kMergeSmemBytes of it), free after its
+// epilogue: the last-CTA flag, each row's output offset and query head, then the weights
+// [rows][num_splits] fp32, then (when they fit) the partial rows [rows][num_splits][D] of T.
+// C::kMergeThreads threads from C::kMergeThreadBase on run it, synchronised by C::merge_sync().
 template <typename T, typename C>
 __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const CudaWorkItem* item_ptr,
                                                     int kv_head, const float* partial_o,
                                                     const float* partial_lse,
                                                     unsigned* split_counters, unsigned char* smem) {
   constexpr int D = C::D, kRows = C::kRows, kChunks = C::kChunks, kThreads = C::kMergeThreads;
-  static_assert(16 + 4 * kRows * PlanShape{}.max_splits <= C::kSmemBytes,
+  // Shared memory: flag (16 bytes), per row its output offset and head, weights, partials.
+  constexpr int kHeader = 16 + ((12 * kRows + 15) / 16) * 16;
+  static_assert(kHeader + 4 * kRows * PlanShape{}.max_splits <= C::kMergeSmemBytes,
                 "the merge keeps one weight per (row, split) in shared memory");
+  static_assert(kThreads % 32 == 0, "the merge runs on whole warps");
+  static_assert(D / 8 <= 32, "a warp's lanes cover a partial row's 16-byte pieces");
+  constexpr int kWarps = kThreads / 32;
   const CudaWorkItem item = *item_ptr;
   const int tid = static_cast<int>(threadIdx.x) - C::kMergeThreadBase;
+  const int lane = tid % 32, warp = tid / 32;
+  // Everything up to the counter runs in every CTA of the launch (its code is warm in
+  // every SM's instruction cache); what follows runs once per split group, on whichever SM
+  // finishes last, so its instructions are fetched from L2 line by line (128 bytes, a
+  // round trip each). Hence the set-up here, no divisions past the counter, and rolled
+  // loops there (fetched once, then hit) unless memory latency needs iterations in flight.
   const int group = p.num_heads / p.num_kv_heads;
-  __threadfence();
+  const int ns = item.num_splits;
+  const int rows = min(item.row_end - item.row_begin, kRows);
+  const int first_token = item.row_begin / group, first_head = item.row_begin % group;
+  const size_t weight_bytes = (4u * static_cast<size_t>(rows * ns) + 15u) & ~size_t{15};
+  const bool staged =
+      kHeader + weight_bytes + sizeof(T) * static_cast<size_t>(rows * ns) * D <= C::kMergeSmemBytes;
+  int ways_log2 = 0;  // 8 output elements per lane group of 2^ways_log2 lanes (below)
+  while (ways_log2 < 3 && rows * kChunks * (2 << ways_log2) <= kThreads) ++ways_log2;
+  int64_t* s_out = reinterpret_cast<int64_t*>(smem + 16);           // [rows] output element offset
+  int* s_head = reinterpret_cast<int*>(smem + 16 + 8 * kRows);      // [rows] query head
+  float* s_w = reinterpret_cast<float*>(smem + kHeader);            // [rows][ns]
+  T* s_part = reinterpret_cast<T*>(smem + kHeader + weight_bytes);  // [rows][ns][D]
+  const T* partial = reinterpret_cast<const T*>(partial_o);
+
+  // The CTA's partial writes happen before thread 0's release (the barrier), and the last
+  // CTA's reads after its acquire (the barrier below): one acq_rel atomic per CTA, no
+  // fence in every thread.
   C::merge_sync();
   int* s_last = reinterpret_cast<int*>(smem);
   if (tid == 0) {
     unsigned* counter = split_counters + item.split_group * p.num_kv_heads + kv_head;
-    const unsigned done = atomicAdd(counter, 1u);
+    unsigned done;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n"
+                 : "=r"(done)
+                 : "l"(counter)
+                 : "memory");
     const bool last = done + 1 == static_cast<unsigned>(item.num_splits);
     if (last) *counter = 0u;
     *s_last = last ? 1 : 0;
   }
   C::merge_sync();
+  flash_trace(kTraceCounted, tid == 0);
   if (*s_last == 0) return;
-  __threadfence();
 
-  const int ns = item.num_splits;
-  const int rows = min(item.row_end - item.row_begin, kRows);
-  float* s_w = reinterpret_cast<float*>(smem + 16);  // [rows][ns]
-  // Slot row of (local row r, split k) in the partial arrays.
-  auto slot_row = [&](int r, int k) {
-    const int row = item.row_begin + r;
-    return static_cast<int64_t>(item.partial_base + (row / group) * ns + k) * p.num_heads +
-           kv_head * group + row % group;
-  };
-  for (int i = tid; i < rows * ns; i += kThreads) {
-    s_w[i] = __ldcg(partial_lse + slot_row(i / ns, i % ns));
+  // Per row: its partial slot row (split k adds k * num_heads), output offset and head; its
+  // partial rows (a warp per split, lanes along the 16-byte pieces, cp.async.cg reads L2)
+  // and log2-sum-exps all requested at once.
+  int token = first_token, head_in_group = first_head;
+#pragma unroll 1
+  for (int r = 0; r < rows; ++r) {
+    const int head = kv_head * group + head_in_group;
+    const int64_t slot0 =
+        (static_cast<int64_t>(item.partial_base) + static_cast<int64_t>(token) * ns) * p.num_heads +
+        head;
+    if (tid == 0) {
+      s_out[r] = (item.q_start + token) * p.o_token_stride + head * p.o_head_stride;
+      s_head[r] = head;
+    }
+    if (staged && lane < D / 8) {
+      const T* src = partial + slot0 * D + lane * 8;
+#pragma unroll 1
+      for (int k = warp; k < ns; k += kWarps) {
+        cp_async_16(s_part + (r * ns + k) * D + lane * 8,
+                    src + static_cast<int64_t>(k) * p.num_heads * D, 16);
+      }
+    }
+#pragma unroll 1
+    for (int k = tid; k < ns; k += kThreads) {
+      s_w[r * ns + k] = __ldcg(partial_lse + slot0 + static_cast<int64_t>(k) * p.num_heads);
+    }
+    if (++head_in_group == group) {
+      head_in_group = 0;
+      ++token;
+    }
   }
+  cp_async_commit();
+  flash_trace(kTraceMergeIssued, tid == 0);
+  cp_async_wait<0>();
   C::merge_sync();
-  for (int r = tid; r < rows; r += kThreads) {
+  flash_trace(kTraceMergeLoaded, tid == 0);
+  // Weights: one warp per row, its lanes over the splits (max and sum by shuffles), so
+  // no thread walks a row's splits alone.
+#pragma unroll 1
+  for (int r = warp; r < rows; r += kWarps) {
     float* w = s_w + r * ns;
     float big = -INFINITY;
-    for (int k = 0; k < ns; ++k) big = fmaxf(big, w[k]);
-    const int head = kv_head * group + (item.row_begin + r) % group;
-    const float sink = p.sinks != nullptr ? p.sinks[head] * kLog2e : -INFINITY;
+#pragma unroll 1
+    for (int k = lane; k < ns; k += 32) big = fmaxf(big, w[k]);
+#pragma unroll 1
+    for (int o = 16; o > 0; o /= 2) big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, o));
+    const float sink = p.sinks != nullptr ? p.sinks[s_head[r]] * kLog2e : -INFINITY;
     const float ref = fmaxf(big, sink);
-    float denom = safe_exp2(sink, ref);
-    for (int k = 0; k < ns; ++k) {
+    float sum = 0.0f;
+#pragma unroll 1
+    for (int k = lane; k < ns; k += 32) {
       w[k] = safe_exp2(w[k], ref);
-      denom += w[k];
+      sum += w[k];
     }
+#pragma unroll 1
+    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float denom = sum + safe_exp2(sink, ref);
     const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-    for (int k = 0; k < ns; ++k) w[k] *= inv;
+#pragma unroll 1
+    for (int k = lane; k < ns; k += 32) w[k] *= inv;
   }
   C::merge_sync();
-  for (int i = tid; i < rows * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
+  flash_trace(kTraceMergeWeighted, tid == 0);
+  // Outputs: 8 elements of one row per lane group; with few rows (decode) `ways` adjacent
+  // lanes share a (row, chunk) and take every ways-th split, then add up by shuffles, so
+  // that every thread has work.
+  auto add8 = [](float(&acc)[8], float w, uint4 packed) {
+    const float2 x = unpack2<T>(packed.x), y = unpack2<T>(packed.y);
+    const float2 z = unpack2<T>(packed.z), u = unpack2<T>(packed.w);
+    acc[0] += w * x.x;
+    acc[1] += w * x.y;
+    acc[2] += w * y.x;
+    acc[3] += w * y.y;
+    acc[4] += w * z.x;
+    acc[5] += w * z.y;
+    acc[6] += w * u.x;
+    acc[7] += w * u.y;
+  };
+  const int ways = 1 << ways_log2;
+  const int total = rows * kChunks * ways;
+#pragma unroll 1
+  for (int base = 0; base < total; base += kThreads) {  // uniform: every lane shuffles
+    const int i = base + tid;
+    const int pair = i >> ways_log2, way = i & (ways - 1);
+    const int r = pair / kChunks, c = pair % kChunks;  // kChunks: a power of two
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    // Every split wrote all its rows (zeros where it saw no key), so the loads need no
-    // guard and several can be in flight.
+    // Every split wrote all its rows (zeros where it saw no key): no guard on the loads.
+    if (i < total && staged) {
+#pragma unroll 1
+      for (int k = way; k < ns; k += ways) {
+        add8(acc, s_w[r * ns + k],
+             *reinterpret_cast<const uint4*>(s_part + (r * ns + k) * D + c * 8));
+      }
+    } else if (i < total) {
+      // Partials past shared memory's size: straight from L2, four splits in flight.
+      const int row = item.row_begin + r;
+      const T* row_src =
+          partial +
+          ((static_cast<int64_t>(item.partial_base) + (row / group) * ns) * p.num_heads +
+           s_head[r]) *
+              D +
+          c * 8;
 #pragma unroll 4
-    for (int k = 0; k < ns; ++k) {
-      const float w = s_w[r * ns + k];
-      const float4* src = reinterpret_cast<const float4*>(partial_o + slot_row(r, k) * D + c * 8);
-      const float4 a = __ldcg(src), b = __ldcg(src + 1);
-      acc[0] += w * a.x;
-      acc[1] += w * a.y;
-      acc[2] += w * a.z;
-      acc[3] += w * a.w;
-      acc[4] += w * b.x;
-      acc[5] += w * b.y;
-      acc[6] += w * b.z;
-      acc[7] += w * b.w;
+      for (int k = way; k < ns; k += ways) {
+        add8(acc, s_w[r * ns + k],
+             __ldcg(reinterpret_cast<const uint4*>(row_src +
+                                                   static_cast<int64_t>(k) * p.num_heads * D)));
+      }
     }
-    const int row = item.row_begin + r;
+#pragma unroll 1
+    for (int o = 1; o < ways; o *= 2) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+    }
+    if (i >= total || way != 0) continue;
     uint4 packed;
     packed.x = pack2<T>(acc[0], acc[1]);
     packed.y = pack2<T>(acc[2], acc[3]);
     packed.z = pack2<T>(acc[4], acc[5]);
     packed.w = pack2<T>(acc[6], acc[7]);
-    T* out = static_cast<T*>(p.out) + (item.q_start + row / group) * p.o_token_stride +
-             (kv_head * group + row % group) * p.o_head_stride + c * 8;
-    *reinterpret_cast<uint4*>(out) = packed;
+    *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + s_out[r] + c * 8) = packed;
   }
+  flash_trace(kTraceMerged, tid == 0);
 }
 
 }  // namespace attnkit::cuda

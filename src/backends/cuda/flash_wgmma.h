@@ -16,8 +16,9 @@ inline constexpr int kFlashWgmmaRows = 128;
 // is not "0" (which keeps the sm_80 tensor-core kernels, for comparisons). Asked once.
 bool flash_wgmma_enabled();
 
-// Runs `count` large-row items (fp16/bf16, head size 64, 128 or 256).
+// Runs `count` large-row items (fp16/bf16, head size 64, 128 or 256); a programmatic
+// dependent launch on the device (kernel_launch.cuh).
 void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                              const DevicePlan& plan, bool behind_cache_update);
+                              const DevicePlan& plan);
 
 }  // namespace attnkit::cuda

@@ -57,6 +57,8 @@ struct WgmmaFlashConfig {
   static constexpr uint32_t kBarrierOffset = kKvOffset + STAGES * 2u * kTileBytes;
   // + 1024: the dynamic window is aligned up to 1024 bytes inside the kernel.
   static constexpr size_t kSmemBytes = 1024u + kBarrierOffset + 32u * STAGES;
+  // Shared memory the split merge may use from the aligned base (below the barriers).
+  static constexpr size_t kMergeSmemBytes = kBarrierOffset;
   // Registers per thread after setmaxnreg: 128 * (producer + 2 * consumer) <= 64 Ki.
   static constexpr int kProducerRegs = 72;
   static constexpr int kConsumerRegs = 216;
@@ -87,6 +89,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const uint32_t empty_k = full_v + 8u * STAGES;
   const uint32_t empty_v = empty_k + 8u * STAGES;
 
+  let_next_grid_start();  // see flash_attention_kernel
   const CudaWorkItem item = items[blockIdx.x];
   const int kv_head = blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;
@@ -105,8 +108,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
   }
   __syncthreads();
-  // Launched behind the step's cache update (programmatic dependent launch): nothing
-  // below reads the cache or writes results before that grid has finished.
+  // A programmatic dependent launch (kernel_launch.cuh): only the work item is read above;
+  // Q, the cache, the partials and the output wait for the previous grid to finish.
   wait_for_previous_grid();
 
   if (warp < 4) {
@@ -429,11 +432,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                 p.num_heads +
             kv_head * group + row % group;
         const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        float* dst = partial_o + slot_row * D + 2 * t;
+        T* dst = reinterpret_cast<T*>(partial_o) + slot_row * D + 2 * t;
 #pragma unroll
         for (int j = 0; j < D / 8; ++j) {
-          *reinterpret_cast<float2*>(dst + 8 * j) =
-              make_float2(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+          *reinterpret_cast<uint32_t*>(dst + 8 * j) =
+              pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
         }
         if (t == 0) partial_lse[slot_row] = l[h] > 0.0f ? m[h] + log2f(l[h]) : -INFINITY;
       }

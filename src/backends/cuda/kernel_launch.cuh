@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdlib>
+#include <string_view>
 #include <utility>
 
 #include "backends/cuda/cuda_check.h"
@@ -21,13 +23,30 @@ bool allow_dynamic_smem(void (*kernel)(Params...), size_t bytes) {
   return true;
 }
 
+// Whether launches may be programmatic dependent launches: the device runs them (sm_90+)
+// and ATTNKIT_CUDA_DEPENDENT_LAUNCH is not "0" (the switch serves A/B measurements and
+// bisecting). Asked once per process.
+inline bool dependent_launch_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("ATTNKIT_CUDA_DEPENDENT_LAUNCH");
+    if (env != nullptr && std::string_view(env) == "0") return false;
+    int device = 0, major = 0;
+    ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
+    ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major >= 9;
+  }();
+  return enabled;
+}
+
 // Launches `kernel` on the default stream (as every launch of the CUDA backends). With
-// `programmatic`, as a programmatic dependent launch: it may start while the previous grid
-// in the stream still runs and must wait for it (griddepcontrol.wait) before touching
-// that grid's results (sm_90+ only; the caller checks the device).
+// `programmatic` (and dependent_launch_enabled()), as a programmatic dependent launch: its
+// CTAs may start while the previous grid in the stream still runs (once that grid's CTAs
+// have all called let_next_grid_start, or exited), so the kernel must call
+// wait_for_previous_grid before it touches anything but metadata uploaded before that grid.
 template <typename... Params, typename... Args>
 void launch_kernel_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
                       bool programmatic, Args&&... args) {
+  programmatic = programmatic && dependent_launch_enabled();
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;

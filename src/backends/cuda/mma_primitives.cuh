@@ -30,6 +30,21 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem),
                "r"(src_bytes));
 }
+// An L2 policy that marks the lines a load brings in as first to evict (createpolicy,
+// sm_80+), for data read once: it keeps the rest of L2 (metadata, partials, counters, the
+// kernel's code) from being flushed by the stream.
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+// cp_async_16 with an L2 cache policy (l2_evict_first_policy).
+__device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem, int src_bytes,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr),
+      "l"(gmem), "r"(src_bytes), "l"(policy));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

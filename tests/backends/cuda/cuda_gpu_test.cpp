@@ -125,6 +125,16 @@ std::vector<NamedCase> all_cases() {
     mqa.num_kv_heads = 1;
     mqa.requests = {{1, 2500}, {33, 60}, {2, 2}};
     add(b + "MultiQuery", mqa);
+    // 16 GQA rows per KV head and one long request: many splits whose partial rows do
+    // not all fit in shared memory, so the in-kernel merge reads them from L2 (the
+    // 32/8-head decode cases above take the staged path).
+    GpuCase wide_rows;
+    wide_rows.backend = backend;
+    wide_rows.dtype = DType::kBFloat16;
+    wide_rows.num_heads = 16;
+    wide_rows.num_kv_heads = 1;
+    wide_rows.requests = {{1, 12000}, {2, 5000}, {1, 40}};
+    add(b + "DecodeSplitKvSixteenRows", wide_rows);
     GpuCase explicit_kv = mixed;
     explicit_kv.kv_dtype = KvCacheDType::kFloat16;
     add(b + "ExplicitKvDtypeEqualToCompute", explicit_kv);
