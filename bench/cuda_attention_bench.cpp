@@ -2,8 +2,13 @@
 // forward, cache update included) on the decode and prefill shapes of issue 8, against the
 // device-to-device copy bandwidth measured in the same run.
 //
-//   cuda_attention_bench [--json FILE] [--quick] [--only TEXT] [--shape
+//   cuda_attention_bench [--json FILE] [--quick] [--only TEXT] [--trace] [--shape
 //   KIND,B,S,H,KVH,D[,sinks]]...
+//
+// --trace (a build with ATTNKIT_FLASH_TRACE defined, see src/backends/cuda/flash_trace.cuh)
+// also prints, per CUDA_FLASH shape, when the CTAs of one step pass each point of their
+// life (earliest, median and latest CTA, in microseconds from the step's first CTA) and the
+// host's time to issue one forward.
 //
 // --only runs just the shapes whose name contains TEXT (e.g. "decode b64 s2048"), for
 // profiling one shape under ncu. --shape (repeatable) replaces the issue's shapes by the
@@ -16,6 +21,7 @@
 // runs do not measure the 60 MB L2. Each figure is the median of 7 timed batches.
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +33,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/numeric.h"
 #include "backends/cuda/cuda_backends.h"
+#include "backends/cuda/flash_trace.cuh"
 
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime.h>
@@ -62,6 +69,53 @@ struct Shape {
   }
 };
 
+#if defined(ATTNKIT_FLASH_TRACE)
+// One step's CTA timeline (flash_trace.cuh): `forward` runs steps back to back; the buffer
+// then holds the last step's marks (every CTA overwrites its own). A merge mark counts only
+// when it follows the same CTA's counter mark (an older step's merge by that CTA does not).
+template <typename F>
+void print_trace(F&& forward) {
+  using namespace attnkit::cuda;
+  uint64_t* buffer = flash_trace_buffer();
+  const size_t n = static_cast<size_t>(kFlashTraceCtas) * kFlashTracePoints;
+  check(cudaMemset(buffer, 0, n * sizeof(uint64_t)), "trace reset");
+  check(cudaDeviceSynchronize(), "trace reset");
+  constexpr int kSteps = 200;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kSteps; ++i) forward(i);
+  const auto t1 = std::chrono::steady_clock::now();
+  check(cudaDeviceSynchronize(), "trace steps");
+  std::vector<uint64_t> marks(n);
+  check(cudaMemcpy(marks.data(), buffer, n * sizeof(uint64_t), cudaMemcpyDeviceToHost), "trace");
+  uint64_t first = UINT64_MAX;
+  for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
+    const uint64_t start = marks[static_cast<size_t>(cta) * kFlashTracePoints + kTraceStart];
+    if (start != 0) first = std::min(first, start);
+  }
+  std::printf("  host: %.2f us to issue one forward (%d back to back)\n",
+              std::chrono::duration<double, std::micro>(t1 - t0).count() / kSteps, kSteps);
+  static const char* names[kFlashTracePoints] = {
+      "start",   "waited",       "first tile",   "loop done",      "written",
+      "counted", "merge issued", "merge loaded", "merge weighted", "merged (last)"};
+  for (int point = 0; point < kFlashTracePoints; ++point) {
+    std::vector<double> us;
+    for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
+      const uint64_t* row = marks.data() + static_cast<size_t>(cta) * kFlashTracePoints;
+      const uint64_t t = row[point];
+      if (t == 0 || row[kTraceStart] == 0 || t < first) continue;
+      if (point > kTraceCounted && t < row[kTraceCounted]) {
+        continue;
+      }
+      us.push_back(static_cast<double>(t - first) * 1e-3);
+    }
+    if (us.empty()) continue;
+    std::sort(us.begin(), us.end());
+    std::printf("  %-14s %5zu CTAs  earliest %7.2f  median %7.2f  latest %7.2f us\n", names[point],
+                us.size(), us.front(), us[us.size() / 2], us.back());
+  }
+}
+#endif
+
 struct Result {
   Shape shape;
   std::string backend;
@@ -69,7 +123,7 @@ struct Result {
 };
 
 Result run_shape(const std::string& backend_name, const Shape& s, double copy_gbs,
-                 std::mt19937& rng) {
+                 std::mt19937& rng, bool trace) {
   const bool decode = s.kind == "decode";
   const int bs = 16, D = s.head_size, H = s.heads, KVH = s.kv_heads;
   const int q_len = decode ? 1 : s.context;
@@ -161,6 +215,14 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   r.ms = median_ms(
       [&](int i) { impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(i % sets)], ov); });
   check(cudaDeviceSynchronize(), "forward");
+  if (trace && backend_name == "CUDA_FLASH") {
+#if defined(ATTNKIT_FLASH_TRACE)
+    std::printf("%s (%s): %.4f ms per step\n", s.name().c_str(), backend_name.c_str(), r.ms);
+    print_trace([&](int i) {
+      impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(i % sets)], ov);
+    });
+#endif
+  }
   const double bytes = static_cast<double>(set_bytes) + 2.0 * T * H * D * 2;
   r.gbs = bytes / (r.ms * 1e-3) / 1e9;
   r.pct_copy = 100.0 * r.gbs / copy_gbs;
@@ -172,12 +234,13 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
 
 int main(int argc, char** argv) {
   std::string json_path;
-  bool quick = false;
+  bool quick = false, trace = false;
   std::string only;
   std::vector<Shape> custom;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
     if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--trace") == 0) trace = true;
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
     if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
       Shape sh;
@@ -197,6 +260,12 @@ int main(int argc, char** argv) {
       custom.push_back(sh);
     }
   }
+#if !defined(ATTNKIT_FLASH_TRACE)
+  if (trace) {
+    std::fprintf(stderr, "--trace needs a build with ATTNKIT_FLASH_TRACE defined\n");
+    return 2;
+  }
+#endif
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     std::printf("no CUDA device: nothing to benchmark\n");
@@ -226,21 +295,22 @@ int main(int argc, char** argv) {
   };
   std::vector<Result> results;
   if (!custom.empty()) {
-    for (const Shape& s : custom) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng));
+    for (const Shape& s : custom)
+      results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng, trace));
     decode.clear();
     prefill.clear();
   }
   for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
     for (const Shape& s : decode) {
-      if (selected(s)) results.push_back(run_shape(backend, s, copy_gbs, rng));
+      if (selected(s)) results.push_back(run_shape(backend, s, copy_gbs, rng, trace));
     }
   }
   for (const Shape& s : prefill) {
-    if (selected(s)) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng));
+    if (selected(s)) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng, trace));
   }
   // CUDA_PAGED prefill runs on CUDA cores: one shape, to place it.
   if (!prefill.empty() && selected(prefill[0])) {
-    results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng));
+    results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng, trace));
   }
 
   std::printf("\n%-34s %-11s %10s %9s %7s %9s\n", "shape", "backend", "ms", "GB/s", "%copy",

@@ -18,12 +18,14 @@
 # and the split-KV planning). On a Hopper GPU CUDA_FLASH's prefill runs on the sm_90a
 # kernels; SM80_COMPARE=1 also runs the CUDA_FLASH conformance cases and the prefill shapes
 # with ATTNKIT_CUDA_FLASH_WGMMA=0 (the sm_80 kernels on the same card, same call).
+# LAUNCH_COMPARE=1 also runs the decode shapes four more times, alternating processes
+# with ATTNKIT_CUDA_DEPENDENT_LAUNCH=0 and with the default (programmatic launches).
 set -u
 stage=$1
 out=$2
 export LD_LIBRARY_PATH="$stage/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
-subset='*FlashMixedBatch:*PagedMixedBatch:*FlashSinks:*PagedKvFp8E4M3:*FlashEncoderOnlyContiguous:*FlashHndLayoutBlock32:*FlashPrefillCausalD128Bf16:*FlashDecodeSplitKvD256Bf16:*FlashSoftCap'
+subset='*FlashDecodeSplitKvSixteenRows:*FlashMixedBatch:*PagedMixedBatch:*FlashSinks:*PagedKvFp8E4M3:*FlashEncoderOnlyContiguous:*FlashHndLayoutBlock32:*FlashPrefillCausalD128Bf16:*FlashDecodeSplitKvD256Bf16:*FlashSoftCap'
 step() {  # name log limit command...  (appends to OUT/log)
   local name=$1 log=$2 limit=$3
   shift 3
@@ -54,6 +56,12 @@ step bench bench.log 70 "$stage/bin/cuda_attention_bench" --json "$out/cuda_benc
 if [ "${SM80_COMPARE:-0}" = 1 ]; then
   ATTNKIT_CUDA_FLASH_WGMMA=0 step sm80_bench bench_alt.log 60 "$stage/bin/cuda_attention_bench" \
     --only prefill
+fi
+if [ "${LAUNCH_COMPARE:-0}" = 1 ]; then
+  for setting in 0 1 0 1; do
+    ATTNKIT_CUDA_DEPENDENT_LAUNCH=$setting step "dependent_launch=$setting" bench_alt.log 40 \
+      "$stage/bin/cuda_attention_bench" --only decode
+  done
 fi
 # Variants of the head-size-128 tile configurations (same code, other FlashConfig), if staged.
 for alt in "$stage"/bin/cuda_attention_bench_alt*; do
