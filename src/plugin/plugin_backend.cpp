@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "attnkit/backend/forward_check.h"
 #include "attnkit/core/error.h"
 #include "plugin/abi_convert.h"
 
@@ -81,8 +82,13 @@ const DLTensor* dl_or_null(const TensorView& view, DLTensor& storage) {
 
 class PluginImpl final : public AttentionImpl {
  public:
-  PluginImpl(PluginRef ref, AttnkitImpl* handle, ScalarType cache_dtype)
-      : ref_(std::move(ref)), handle_(handle), cache_dtype_(cache_dtype) {}
+  PluginImpl(PluginRef ref, AttnkitImpl* handle, const AttentionLayerParams& layer,
+             DeviceType device)
+      : ref_(std::move(ref)),
+        handle_(handle),
+        layer_(layer),
+        device_(device),
+        cache_dtype_(scalar_type_of(layer.kv_cache_dtype, layer.dtype)) {}
   PluginImpl(const PluginImpl&) = delete;
   PluginImpl& operator=(const PluginImpl&) = delete;
   ~PluginImpl() override { ref_.desc->impl_destroy(handle_); }
@@ -102,6 +108,12 @@ class PluginImpl final : public AttentionImpl {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("{}: query and output must not be empty", ref_.context("forward")));
     }
+    // The checks every built-in backend runs (forward_check.h): a plugin sees only inputs
+    // whose shapes, dtypes, device, block ids and slots fit the layer and the cache, and
+    // in checked mode its host outputs are scanned for NaN/inf like the built-ins'.
+    const ForwardArgs args{layer_, query, key, value, cache, plan->common(), output};
+    const ForwardCheckOptions checks{.backend = ref_.name, .device = device_};
+    check_forward(args, checks);
     DLTensor q{}, k{}, v{}, o{}, kc{}, vc{};
     AttnkitKvCache c_cache{};
     c_cache.struct_size = sizeof(c_cache);
@@ -115,11 +127,14 @@ class PluginImpl final : public AttentionImpl {
                                            dl_or_null(value, v), &c_cache, plan->plan(),
                                            dl_or_null(output, o)),
                    ref_.context("impl_forward"));
+    check_forward_outputs(args, checks);
   }
 
  private:
   PluginRef ref_;
   AttnkitImpl* handle_;
+  AttentionLayerParams layer_;
+  DeviceType device_;
   ScalarType cache_dtype_;
 };
 
@@ -161,8 +176,9 @@ class PluginBackend final : public AttentionBackend {
       throw Error(ErrorCode::kPluginError,
                   ref_.context("impl_create returned success but no implementation"));
     }
-    return std::make_unique<PluginImpl>(ref_, handle,
-                                        scalar_type_of(layer.kv_cache_dtype, layer.dtype));
+    return std::make_unique<PluginImpl>(
+        ref_, handle, layer,
+        caps_.platform == PlatformKind::kCuda ? DeviceType::kCuda : DeviceType::kCpu);
   }
 
  protected:

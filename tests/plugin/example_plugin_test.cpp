@@ -202,7 +202,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, ExamplePluginAttention,
                                            Case{DType::kFloat16, 40, 16, 8},
                                            Case{DType::kFloat32, 256, 7, 32}));
 
-TEST(ExamplePlugin, BadInputIsAnErrorFromThePlugin) {
+// The plugin refuses a layer it cannot run (impl_create); a bad forward input is refused by
+// the host's forward checks before the plugin sees it.
+TEST(ExamplePlugin, BadInputIsAnErrorNamingTheValue) {
   BackendRegistry registry(BackendRegistry::Contents::kEmpty);
   const auto backend = load_example(registry);
   AttentionLayerParams layer;
@@ -231,7 +233,9 @@ TEST(ExamplePlugin, BadInputIsAnErrorFromThePlugin) {
   const KvCacheTensors cache{kc.view(), vc.view(), KvLayout::kNHD, 4};
   const Error bad = testing::plugin_error_of(
       [&] { impl->forward(q.view(), q.view(), q.view(), cache, builder->build(m), q.view()); });
-  EXPECT_THAT(bad.what(), HasSubstr("block table of token 0's request points outside the cache"));
+  EXPECT_EQ(bad.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(bad.what(),
+              HasSubstr("EXAMPLE_CPU: block_table[0][0] = 5 is outside the cache (0..1)"));
 }
 
 }  // namespace

@@ -30,6 +30,29 @@ int fixture_live_objects() {
   return live;
 }
 
+// One decode token of the fixture's layer (4 heads, 2 KV heads, head size 64, fp32) over
+// a one-block cache: inputs that pass the host's forward checks, so a forward reaches the
+// plugin.
+struct OneTokenStep {
+  OneTokenStep() {
+    common.num_reqs = 1;
+    common.num_actual_tokens = 1;
+    common.query_start_loc = {0, 1};
+    common.seq_lens = {1};
+    common.block_table = {0};
+    common.max_blocks_per_req = 1;
+    common.block_size = 16;
+    common.slot_mapping = {0};
+    common.max_query_len = common.max_seq_len = 1;
+  }
+  KvCacheTensors cache() const { return {kc.view(), vc.view(), KvLayout::kNHD, 16}; }
+
+  CommonAttentionMetadata common;
+  HostTensor q{ScalarType::kFloat32, {1, 4, 64}}, out{ScalarType::kFloat32, {1, 4, 64}};
+  HostTensor k{ScalarType::kFloat32, {1, 2, 64}}, v{ScalarType::kFloat32, {1, 2, 64}};
+  HostTensor kc{ScalarType::kFloat32, {1, 16, 2, 64}}, vc{ScalarType::kFloat32, {1, 16, 2, 64}};
+};
+
 class PluginAdapter : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -111,30 +134,17 @@ TEST_F(PluginAdapter, ErrorStatusFromForwardIsReportedOnEveryCallAndRunContinues
   EXPECT_EQ(impl->backend_name(), "FIXTURE");
   EXPECT_EQ(fixture_live_objects(), 2);
 
-  CommonAttentionMetadata common;
-  common.num_reqs = 1;
-  common.num_actual_tokens = 1;
-  common.query_start_loc = {0, 1};
-  common.seq_lens = {1};
-  common.block_table = {0};
-  common.max_blocks_per_req = 1;
-  common.block_size = 16;
-  common.slot_mapping = {0};
-  common.max_query_len = common.max_seq_len = 1;
-  HostTensor q(ScalarType::kFloat32, {1, 4, 64}), out(ScalarType::kFloat32, {1, 4, 64});
-  HostTensor k(ScalarType::kFloat32, {1, 2, 64}), v(ScalarType::kFloat32, {1, 2, 64});
-  HostTensor kc(ScalarType::kFloat32, {1, 16, 2, 64}), vc(ScalarType::kFloat32, {1, 16, 2, 64});
-  const KvCacheTensors cache{kc.view(), vc.view(), KvLayout::kNHD, 16};
+  const OneTokenStep s;
 
   // Two steps: each forward fails inside the plugin; each failure is an Error and the
   // next step still runs.
   const std::regex call_number("forward call ([0-9]+) rejected");
   int previous = 0;
   for (int step = 0; step < 2; ++step) {
-    const AttentionMetadata& plan = builder->build(common);
-    EXPECT_EQ(&plan.common(), &common);
+    const AttentionMetadata& plan = builder->build(s.common);
+    EXPECT_EQ(&plan.common(), &s.common);
     const Error e = plugin_error_of(
-        [&] { impl->forward(q.view(), k.view(), v.view(), cache, plan, out.view()); });
+        [&] { impl->forward(s.q.view(), s.k.view(), s.v.view(), s.cache(), plan, s.out.view()); });
     EXPECT_EQ(e.code(), ErrorCode::kPluginError);
     const std::string what = e.what();
     EXPECT_THAT(what, HasSubstr("plugin backend FIXTURE (" + kOk +
@@ -166,6 +176,48 @@ TEST_F(PluginAdapter, ForwardRejectsAPlanFromAnotherBackend) {
   EXPECT_THAT(e.what(), HasSubstr("the metadata was not built by this backend's builder"));
 }
 
+// The host runs the built-in backends' forward checks before impl_forward: a bad input is an
+// Error naming the value, and the plugin is never called with it.
+TEST_F(PluginAdapter, BadInputIsRefusedBeforeThePluginRuns) {
+  auto builder = backend_->make_builder(spec_, layer_);
+  auto impl = backend_->make_impl(layer_);
+  OneTokenStep s;
+  // The fixture numbers the forward calls that reach it in its error message.
+  auto reaching_call = [&](const TensorView& q) {
+    const Error e = plugin_error_of([&] {
+      impl->forward(q, s.k.view(), s.v.view(), s.cache(), builder->build(s.common), s.out.view());
+    });
+    EXPECT_EQ(e.code(), ErrorCode::kPluginError) << e.what();
+    std::smatch match;
+    const std::string what = e.what();
+    return std::regex_search(what, match, std::regex("forward call ([0-9]+) rejected"))
+               ? std::stoi(match[1])
+               : -1;
+  };
+  const int first = reaching_call(s.q.view());
+  ASSERT_GT(first, 0);
+
+  s.common.slot_mapping = {16};  // the cache has one block of 16 slots
+  Error e = plugin_error_of([&] {
+    impl->forward(s.q.view(), s.k.view(), s.v.view(), s.cache(), builder->build(s.common),
+                  s.out.view());
+  });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("FIXTURE: slot_mapping[0] = 16 is outside the cache"));
+  s.common.slot_mapping = {0};
+
+  HostTensor three_heads(ScalarType::kFloat32, {1, 3, 64});
+  e = plugin_error_of([&] {
+    impl->forward(three_heads.view(), s.k.view(), s.v.view(), s.cache(), builder->build(s.common),
+                  s.out.view());
+  });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("FIXTURE: query must be [tokens, 4, 64]"));
+
+  // Neither bad call reached the plugin: the next good one is its next call.
+  EXPECT_EQ(reaching_call(s.q.view()), first + 1);
+}
+
 TEST_F(PluginAdapter, LibraryStaysLoadedWhileAnythingMadeFromItLives) {
   auto impl = backend_->make_impl(layer_);
   auto builder = backend_->make_builder(spec_, layer_);
@@ -174,12 +226,10 @@ TEST_F(PluginAdapter, LibraryStaysLoadedWhileAnythingMadeFromItLives) {
   ASSERT_TRUE(testing::library_is_loaded(kOk));
   EXPECT_EQ(fixture_live_objects(), 2);
   // The plugin's code still runs (and still reports errors) through the survivors.
-  CommonAttentionMetadata common;
-  common.block_size = 16;
-  const AttentionMetadata& plan = builder->build(common);
-  HostTensor q(ScalarType::kFloat32, {1, 4, 64});
+  const OneTokenStep s;
+  const AttentionMetadata& plan = builder->build(s.common);
   EXPECT_EQ(plugin_error_of([&] {
-              impl->forward(q.view(), {}, {}, KvCacheTensors{}, plan, q.view());
+              impl->forward(s.q.view(), s.k.view(), s.v.view(), s.cache(), plan, s.out.view());
             }).code(),
             ErrorCode::kPluginError);
   impl.reset();
