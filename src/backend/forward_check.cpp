@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -131,15 +132,14 @@ void check_block_table(const CommonAttentionMetadata& c, int64_t num_blocks,
             "request {} needs {} blocks for {} tokens but max_blocks_per_req is {}", i, needed,
             seq_len, c.max_blocks_per_req);
     const auto checked = o.whole_block_table ? int64_t{c.max_blocks_per_req} : needed;
-    // One pass without branches per entry; the entry is located only when the row fails.
+    // One pass without branches per entry (a negative id is a huge unsigned one); the
+    // entry is located only when the row fails.
     const int32_t* row =
         c.block_table.data() + static_cast<size_t>(i) * static_cast<size_t>(c.max_blocks_per_req);
-    int32_t lo = 0, hi = 0;
-    for (int64_t b = 0; b < checked; ++b) {
-      lo = std::min(lo, row[b]);
-      hi = std::max(hi, row[b]);
-    }
-    if (lo >= 0 && hi < num_blocks) continue;
+    const auto limit = static_cast<uint32_t>(std::min<int64_t>(num_blocks, INT32_MAX));
+    uint32_t outside = 0;
+    for (int64_t b = 0; b < checked; ++b) outside |= static_cast<uint32_t>(row[b]) >= limit;
+    if (outside == 0) continue;
     for (int b = 0; b < static_cast<int>(checked); ++b) {
       const int32_t block = table_at(c, i, b);
       require(block >= 0 && block < num_blocks, o.backend,
