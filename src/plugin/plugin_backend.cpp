@@ -104,12 +104,9 @@ class PluginImpl final : public AttentionImpl {
                   fmt::format("{}: the metadata was not built by this backend's builder",
                               ref_.context("forward")));
     }
-    if (query.empty() || output.empty()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: query and output must not be empty", ref_.context("forward")));
-    }
     // The checks every built-in backend runs (forward_check.h): a plugin sees only inputs
-    // whose shapes, dtypes, device, block ids and slots fit the layer and the cache, and
+    // (query and output present among them) whose shapes, dtypes, device, block ids and
+    // slots fit the layer and the cache, and
     // in checked mode its host outputs are scanned for NaN/inf like the built-ins'.
     const ForwardArgs args{layer_, query, key, value, cache, plan->common(), output};
     const ForwardCheckOptions checks{.backend = ref_.name, .device = device_};

@@ -214,7 +214,13 @@ TEST_F(PluginAdapter, BadInputIsRefusedBeforeThePluginRuns) {
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
   EXPECT_THAT(e.what(), HasSubstr("FIXTURE: query must be [tokens, 4, 64]"));
 
-  // Neither bad call reached the plugin: the next good one is its next call.
+  e = plugin_error_of([&] {
+    impl->forward(s.q.view(), s.k.view(), s.v.view(), s.cache(), builder->build(s.common), {});
+  });
+  EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  EXPECT_THAT(e.what(), HasSubstr("FIXTURE: output must be [tokens, 4, 64]"));
+
+  // No bad call reached the plugin: the next good one is its next call.
   EXPECT_EQ(reaching_call(s.q.view()), first + 1);
 }
 
