@@ -39,7 +39,8 @@ struct SplitMergeArgs {
 // Not inlined, and re-reading the work item, so that none of this is live (in registers)
 // during the main loop of the kernel.
 // smem is the kernel's dynamic shared memory (C::kMergeSmemBytes of it), free after its
-// epilogue: the last-CTA flag, each row's output offset and query head, then the weights
+// epilogue: the last-CTA flag, each row's partial slot, output offset and query head (a
+// table every CTA fills before the counter, while the code is warm), then the weights
 // [rows][num_splits] fp32, then (when they fit) the partial rows [rows][num_splits][D] of T.
 // C::kMergeThreads threads from C::kMergeThreadBase on run it, synchronised by C::merge_sync().
 template <typename T, typename C>
@@ -48,11 +49,13 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
                                                     const float* partial_lse,
                                                     unsigned* split_counters, unsigned char* smem) {
   constexpr int D = C::D, kRows = C::kRows, kChunks = C::kChunks, kThreads = C::kMergeThreads;
-  // Shared memory: flag (16 bytes), per row its output offset and head, weights, partials.
-  constexpr int kHeader = 16 + ((12 * kRows + 15) / 16) * 16;
+  // Shared memory: flag (16 bytes), per row its partial slot, output offset and head, then
+  // weights and partials.
+  constexpr int kHeader = 16 + ((20 * kRows + 15) / 16) * 16;
   static_assert(kHeader + 4 * kRows * PlanShape{}.max_splits <= C::kMergeSmemBytes,
                 "the merge keeps one weight per (row, split) in shared memory");
   static_assert(kThreads % 32 == 0, "the merge runs on whole warps");
+  static_assert(kRows <= kThreads, "one thread per row fills the row table");
   static_assert(D / 8 <= 32, "a warp's lanes cover a partial row's 16-byte pieces");
   constexpr int kWarps = kThreads / 32;
   const CudaWorkItem item = *item_ptr;
@@ -66,16 +69,16 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
   const int group = p.num_heads / p.num_kv_heads;
   const int ns = item.num_splits;
   const int rows = min(item.row_end - item.row_begin, kRows);
-  const int first_token = item.row_begin / group, first_head = item.row_begin % group;
   const size_t weight_bytes = (4u * static_cast<size_t>(rows * ns) + 15u) & ~size_t{15};
   const bool staged =
       kHeader + weight_bytes + sizeof(T) * static_cast<size_t>(rows * ns) * D <= C::kMergeSmemBytes;
   int ways_log2 = 0;  // 8 output elements per lane group of 2^ways_log2 lanes (below)
   while (ways_log2 < 3 && rows * kChunks * (2 << ways_log2) <= kThreads) ++ways_log2;
-  int64_t* s_out = reinterpret_cast<int64_t*>(smem + 16);           // [rows] output element offset
-  int* s_head = reinterpret_cast<int*>(smem + 16 + 8 * kRows);      // [rows] query head
-  float* s_w = reinterpret_cast<float*>(smem + kHeader);            // [rows][ns]
-  T* s_part = reinterpret_cast<T*>(smem + kHeader + weight_bytes);  // [rows][ns][D]
+  int64_t* s_slot = reinterpret_cast<int64_t*>(smem + 16);             // [rows] split 0's slot row
+  int64_t* s_out = reinterpret_cast<int64_t*>(smem + 16 + 8 * kRows);  // [rows] output offset
+  int* s_head = reinterpret_cast<int*>(smem + 16 + 16 * kRows);        // [rows] query head
+  float* s_w = reinterpret_cast<float*>(smem + kHeader);               // [rows][ns]
+  T* s_part = reinterpret_cast<T*>(smem + kHeader + weight_bytes);     // [rows][ns][D]
   const T* partial = reinterpret_cast<const T*>(partial_o);
 
   // The CTA's partial writes happen before thread 0's release (the barrier), and the last
@@ -83,6 +86,17 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
   // fence in every thread.
   C::merge_sync();
   int* s_last = reinterpret_cast<int*>(smem);
+  if (tid < rows) {
+    // Each row's partial slot (split k adds k * num_heads), output offset and head, here
+    // where the code is warm; shared memory is free once the barrier above has passed.
+    const int token = (item.row_begin + tid) / group;
+    const int head = kv_head * group + (item.row_begin + tid) % group;
+    s_slot[tid] =
+        (static_cast<int64_t>(item.partial_base) + static_cast<int64_t>(token) * ns) * p.num_heads +
+        head;
+    s_out[tid] = (item.q_start + token) * p.o_token_stride + head * p.o_head_stride;
+    s_head[tid] = head;
+  }
   if (tid == 0) {
     unsigned* counter = split_counters + item.split_group * p.num_kv_heads + kv_head;
     unsigned done;
@@ -98,20 +112,12 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
   flash_trace(kTraceCounted, tid == 0);
   if (*s_last == 0) return;
 
-  // Per row: its partial slot row (split k adds k * num_heads), output offset and head; its
-  // partial rows (a warp per split, lanes along the 16-byte pieces, cp.async.cg reads L2)
-  // and log2-sum-exps all requested at once.
-  int token = first_token, head_in_group = first_head;
+    // Every row's partial rows (a warp per split, lanes along the 16-byte pieces, cp.async.cg
+    // reads L2) and log2-sum-exps (cp.async.ca: L1 holds none of them after the acquire)
+    // requested at once.
 #pragma unroll 1
   for (int r = 0; r < rows; ++r) {
-    const int head = kv_head * group + head_in_group;
-    const int64_t slot0 =
-        (static_cast<int64_t>(item.partial_base) + static_cast<int64_t>(token) * ns) * p.num_heads +
-        head;
-    if (tid == 0) {
-      s_out[r] = (item.q_start + token) * p.o_token_stride + head * p.o_head_stride;
-      s_head[r] = head;
-    }
+    const int64_t slot0 = s_slot[r];
     if (staged && lane < D / 8) {
       const T* src = partial + slot0 * D + lane * 8;
 #pragma unroll 1
@@ -120,13 +126,10 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
                     src + static_cast<int64_t>(k) * p.num_heads * D, 16);
       }
     }
+    // Not a load and a store: the store would wait for each row's load in turn.
 #pragma unroll 1
     for (int k = tid; k < ns; k += kThreads) {
-      s_w[r * ns + k] = __ldcg(partial_lse + slot0 + static_cast<int64_t>(k) * p.num_heads);
-    }
-    if (++head_in_group == group) {
-      head_in_group = 0;
-      ++token;
+      cp_async_4(s_w + r * ns + k, partial_lse + slot0 + static_cast<int64_t>(k) * p.num_heads);
     }
   }
   cp_async_commit();
@@ -193,13 +196,7 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
       }
     } else if (i < total) {
       // Partials past shared memory's size: straight from L2, four splits in flight.
-      const int row = item.row_begin + r;
-      const T* row_src =
-          partial +
-          ((static_cast<int64_t>(item.partial_base) + (row / group) * ns) * p.num_heads +
-           s_head[r]) *
-              D +
-          c * 8;
+      const T* row_src = partial + s_slot[r] * D + c * 8;
 #pragma unroll 4
       for (int k = way; k < ns; k += ways) {
         add8(acc, s_w[r * ns + k],

@@ -45,6 +45,11 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem
       "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(smem_addr),
       "l"(gmem), "r"(src_bytes), "l"(policy));
 }
+// Copies 4 bytes. Copies below 16 bytes exist only as .ca (through L1): to read what other
+// CTAs wrote, issue them after an acquire (which invalidates the SM's L1).
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_address(smem)), "l"(gmem));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
