@@ -94,9 +94,9 @@ void print_trace(F&& forward) {
   }
   std::printf("  host: %.2f us to issue one forward (%d back to back)\n",
               std::chrono::duration<double, std::micro>(t1 - t0).count() / kSteps, kSteps);
-  static const char* names[kFlashTracePoints] = {
-      "start",   "waited",       "first tile",   "loop done",      "written",
-      "counted", "merge issued", "merge loaded", "merge weighted", "merged (last)"};
+  static const char* names[kFlashTracePoints] = {"start",        "waited",       "first tile",
+                                                 "loop done",    "written",      "counted",
+                                                 "merge issued", "merge loaded", "merged (last)"};
   for (int point = 0; point < kFlashTracePoints; ++point) {
     std::vector<double> us;
     for (int cta = 0; cta < kFlashTraceCtas; ++cta) {

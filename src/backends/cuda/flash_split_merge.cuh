@@ -27,20 +27,21 @@ struct SplitMergeArgs {
 // barrier one acq_rel atomic per CTA counts (releasing the CTA's partial writes; the last
 // CTA acquires the others'), and the last CTA reads the partials past L1. It resets the
 // counter for the next forward.
-// The merge itself is three parallel passes over shared memory (lse of every (row,
-// split), then per-row weights with a warp per row, then 8 output elements per lane with
-// the splits shared among adjacent lanes), not one chain of dependent L2 reads per split.
+// The merge itself: every (row, split)'s partial row and log2-sum-exp are copied into
+// shared memory first, all at once, then each thread makes 8 output elements of a row from
+// its share of the splits, weighing them itself; not one chain of dependent L2 reads per
+// split.
 // The partial rows are in the compute dtype T (cuda_kernels.h). When the group's rows fit
 // in shared memory (decode, e.g. 4 GQA rows x 32 splits x head size 128: 32 KiB) they are
 // all requested at once with cp.async, together with the lse loads, instead of one round
-// trip per batch of four splits: this is on the critical path of a long single-request
-// decode step, where the load/store unit's requests in flight limit the transfer.
+// trip per batch of four splits (or per row, had the lse been loaded into registers and
+// then stored): this is on the critical path of a long single-request decode step.
 //   out = sum_k w_k o_k / (sum_k w_k + exp2(sink - M)),  w_k = exp2(lse_k - M)
 // Not inlined, and re-reading the work item, so that none of this is live (in registers)
 // during the main loop of the kernel.
 // smem is the kernel's dynamic shared memory (C::kMergeSmemBytes of it), free after its
 // epilogue: the last-CTA flag, each row's partial slot, output offset and query head (a
-// table every CTA fills before the counter, while the code is warm), then the weights
+// table every CTA fills before the counter, while the code is warm), then the log2-sum-exps
 // [rows][num_splits] fp32, then (when they fit) the partial rows [rows][num_splits][D] of T.
 // C::kMergeThreads threads from C::kMergeThreadBase on run it, synchronised by C::merge_sync().
 template <typename T, typename C>
@@ -50,10 +51,10 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
                                                     unsigned* split_counters, unsigned char* smem) {
   constexpr int D = C::D, kRows = C::kRows, kChunks = C::kChunks, kThreads = C::kMergeThreads;
   // Shared memory: flag (16 bytes), per row its partial slot, output offset and head, then
-  // weights and partials.
+  // log2-sum-exps and partials.
   constexpr int kHeader = 16 + ((20 * kRows + 15) / 16) * 16;
   static_assert(kHeader + 4 * kRows * PlanShape{}.max_splits <= C::kMergeSmemBytes,
-                "the merge keeps one weight per (row, split) in shared memory");
+                "the merge keeps one log2-sum-exp per (row, split) in shared memory");
   static_assert(kThreads % 32 == 0, "the merge runs on whole warps");
   static_assert(kRows <= kThreads, "one thread per row fills the row table");
   static_assert(D / 8 <= 32, "a warp's lanes cover a partial row's 16-byte pieces");
@@ -69,16 +70,16 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
   const int group = p.num_heads / p.num_kv_heads;
   const int ns = item.num_splits;
   const int rows = min(item.row_end - item.row_begin, kRows);
-  const size_t weight_bytes = (4u * static_cast<size_t>(rows * ns) + 15u) & ~size_t{15};
+  const size_t lse_bytes = (4u * static_cast<size_t>(rows * ns) + 15u) & ~size_t{15};
   const bool staged =
-      kHeader + weight_bytes + sizeof(T) * static_cast<size_t>(rows * ns) * D <= C::kMergeSmemBytes;
+      kHeader + lse_bytes + sizeof(T) * static_cast<size_t>(rows * ns) * D <= C::kMergeSmemBytes;
   int ways_log2 = 0;  // 8 output elements per lane group of 2^ways_log2 lanes (below)
   while (ways_log2 < 3 && rows * kChunks * (2 << ways_log2) <= kThreads) ++ways_log2;
   int64_t* s_slot = reinterpret_cast<int64_t*>(smem + 16);             // [rows] split 0's slot row
   int64_t* s_out = reinterpret_cast<int64_t*>(smem + 16 + 8 * kRows);  // [rows] output offset
   int* s_head = reinterpret_cast<int*>(smem + 16 + 16 * kRows);        // [rows] query head
-  float* s_w = reinterpret_cast<float*>(smem + kHeader);               // [rows][ns]
-  T* s_part = reinterpret_cast<T*>(smem + kHeader + weight_bytes);     // [rows][ns][D]
+  float* s_lse = reinterpret_cast<float*>(smem + kHeader);             // [rows][ns]
+  T* s_part = reinterpret_cast<T*>(smem + kHeader + lse_bytes);        // [rows][ns][D]
   const T* partial = reinterpret_cast<const T*>(partial_o);
 
   // The CTA's partial writes happen before thread 0's release (the barrier), and the last
@@ -129,7 +130,7 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
     // Not a load and a store: the store would wait for each row's load in turn.
 #pragma unroll 1
     for (int k = tid; k < ns; k += kThreads) {
-      cp_async_4(s_w + r * ns + k, partial_lse + slot0 + static_cast<int64_t>(k) * p.num_heads);
+      cp_async_4(s_lse + r * ns + k, partial_lse + slot0 + static_cast<int64_t>(k) * p.num_heads);
     }
   }
   cp_async_commit();
@@ -137,36 +138,11 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
   cp_async_wait<0>();
   C::merge_sync();
   flash_trace(kTraceMergeLoaded, tid == 0);
-  // Weights: one warp per row, its lanes over the splits (max and sum by shuffles), so
-  // no thread walks a row's splits alone.
-#pragma unroll 1
-  for (int r = warp; r < rows; r += kWarps) {
-    float* w = s_w + r * ns;
-    float big = -INFINITY;
-#pragma unroll 1
-    for (int k = lane; k < ns; k += 32) big = fmaxf(big, w[k]);
-#pragma unroll 1
-    for (int o = 16; o > 0; o /= 2) big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, o));
-    const float sink = p.sinks != nullptr ? p.sinks[s_head[r]] * kLog2e : -INFINITY;
-    const float ref = fmaxf(big, sink);
-    float sum = 0.0f;
-#pragma unroll 1
-    for (int k = lane; k < ns; k += 32) {
-      w[k] = safe_exp2(w[k], ref);
-      sum += w[k];
-    }
-#pragma unroll 1
-    for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    const float denom = sum + safe_exp2(sink, ref);
-    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-#pragma unroll 1
-    for (int k = lane; k < ns; k += 32) w[k] *= inv;
-  }
-  C::merge_sync();
-  flash_trace(kTraceMergeWeighted, tid == 0);
   // Outputs: 8 elements of one row per lane group; with few rows (decode) `ways` adjacent
   // lanes share a (row, chunk) and take every ways-th split, then add up by shuffles, so
-  // that every thread has work.
+  // that every thread has work. Each thread weighs its splits itself (the row's maximum M
+  // found by the row's lanes together, its share of the sum added up like the outputs): no
+  // weights pass and barrier of their own, less code for the merging CTA to fetch.
   auto add8 = [](float(&acc)[8], float w, uint4 packed) {
     const float2 x = unpack2<T>(packed.x), y = unpack2<T>(packed.y);
     const float2 z = unpack2<T>(packed.z), u = unpack2<T>(packed.w);
@@ -181,25 +157,40 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
   };
   const int ways = 1 << ways_log2;
   const int total = rows * kChunks * ways;
+  // A row's kChunks * ways lanes are consecutive (a power of two): lanes in groups of
+  // `row_lanes` share one row and find its maximum together.
+  const int row_lanes = min(32, kChunks << ways_log2);
 #pragma unroll 1
   for (int base = 0; base < total; base += kThreads) {  // uniform: every lane shuffles
     const int i = base + tid;
     const int pair = i >> ways_log2, way = i & (ways - 1);
     const int r = pair / kChunks, c = pair % kChunks;  // kChunks: a power of two
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const float* lse = s_lse + min(r, rows - 1) * ns;  // lanes past total: any row
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, sum = 0.0f, ref = -INFINITY, sink = -INFINITY;
+#pragma unroll 1
+    for (int k = lane & (row_lanes - 1); k < ns; k += row_lanes) ref = fmaxf(ref, lse[k]);
+#pragma unroll 1
+    for (int o = row_lanes / 2; o > 0; o /= 2) {
+      ref = fmaxf(ref, __shfl_xor_sync(0xffffffffu, ref, o));
+    }
+    if (p.sinks != nullptr && i < total) sink = p.sinks[s_head[r]] * kLog2e;
+    ref = fmaxf(ref, sink);
     // Every split wrote all its rows (zeros where it saw no key): no guard on the loads.
     if (i < total && staged) {
 #pragma unroll 1
       for (int k = way; k < ns; k += ways) {
-        add8(acc, s_w[r * ns + k],
-             *reinterpret_cast<const uint4*>(s_part + (r * ns + k) * D + c * 8));
+        const float w = safe_exp2(lse[k], ref);
+        sum += w;
+        add8(acc, w, *reinterpret_cast<const uint4*>(s_part + (r * ns + k) * D + c * 8));
       }
     } else if (i < total) {
       // Partials past shared memory's size: straight from L2, four splits in flight.
       const T* row_src = partial + s_slot[r] * D + c * 8;
 #pragma unroll 4
       for (int k = way; k < ns; k += ways) {
-        add8(acc, s_w[r * ns + k],
+        const float w = safe_exp2(lse[k], ref);
+        sum += w;
+        add8(acc, w,
              __ldcg(reinterpret_cast<const uint4*>(row_src +
                                                    static_cast<int64_t>(k) * p.num_heads * D)));
       }
@@ -208,13 +199,17 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
     for (int o = 1; o < ways; o *= 2) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[e] += __shfl_xor_sync(0xffffffffu, acc[e], o);
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
     }
     if (i >= total || way != 0) continue;
+    //   out = sum_k w_k o_k / (sum_k w_k + exp2(sink - M))
+    const float denom = sum + safe_exp2(sink, ref);
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
     uint4 packed;
-    packed.x = pack2<T>(acc[0], acc[1]);
-    packed.y = pack2<T>(acc[2], acc[3]);
-    packed.z = pack2<T>(acc[4], acc[5]);
-    packed.w = pack2<T>(acc[6], acc[7]);
+    packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
+    packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
+    packed.z = pack2<T>(acc[4] * inv, acc[5] * inv);
+    packed.w = pack2<T>(acc[6] * inv, acc[7] * inv);
     *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + s_out[r] + c * 8) = packed;
   }
   flash_trace(kTraceMerged, tid == 0);

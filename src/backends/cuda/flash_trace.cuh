@@ -20,7 +20,6 @@ enum FlashTracePoint : int {
   kTraceCounted,        // split counter incremented (split CTAs only)
   kTraceMergeIssued,    // the last split's CTA: its partial loads are issued
   kTraceMergeLoaded,    // the group's partials are in shared memory (the last split's CTA)
-  kTraceMergeWeighted,  // the split weights are computed (the last split's CTA)
   kTraceMerged,         // the group merged (the last split's CTA only)
   kFlashTracePoints
 };
