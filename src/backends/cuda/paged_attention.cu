@@ -6,7 +6,8 @@
 // its own online-softmax state; the epilogue merges the four states in shared memory.
 // Inside a tile, lane l scores key l against the 4 rows (q in shared memory as fp32,
 // read as broadcasts), then for P*V each lane owns one 8-element chunk of the value row
-// of key (pass * keys_per_pass + lane / chunks), taking p from the scoring lane by shuffle.
+// of key (pass * keys_per_pass + lane / chunks), taking p and the key's row offset from the
+// scoring lane by shuffle. Each lane issues its loads kBatch at a time before using them.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -26,6 +27,10 @@ constexpr int kRows = 4;  // packed rows per CTA
 constexpr int kWarps = 4;
 constexpr int kTile = 32;  // keys per warp tile (one per lane)
 constexpr int kMaxHead = 256;
+// Loads of one lane in flight together (key chunks, value rows). 2 keeps the kernel at 127
+// registers, 4 CTAs per SM; 4 needs 167 (3 CTAs per SM) or spills under a 128 cap, and
+// both were slower on the H200 (bench/results/cuda.md, run 33).
+constexpr int kBatch = 2;
 
 struct Fp8E4M3Tag {};
 struct Fp8E5M2Tag {};
@@ -139,23 +144,39 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int my_key_slot = lane / chunks;  // < keys_per_pass for active value lanes
 
   for (int kb = item.kv_begin + warp * kTile; kb < item.kv_end; kb += kWarps * kTile) {
-    // Scores: lane l <-> key kb + l.
+    // Lane l <-> key kb + l: its K and V row offsets (one block-table lookup per key and
+    // tile); the value passes below take them from the key's lane by shuffle.
     const int key = kb + lane;
+    int64_t k_row = 0, v_row = 0;
+    if (key < item.kv_end) {
+      k_row = kv_token_offset(p, item.seq, key, p.k_block_stride, p.k_token_stride) +
+              kv_head * p.k_head_stride;
+      v_row = kv_token_offset(p, item.seq, key, p.v_block_stride, p.v_token_stride) +
+              kv_head * p.v_head_stride;
+    }
+    // Scores. Loads go out kBatch at a time before any of them is used: one lane's loads
+    // would otherwise wait for each other (a DRAM round trip per 8 elements).
     float x[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) x[r] = 0.0f;
     if (key < item.kv_end) {
-      const int64_t k_off = kv_token_offset(p, item.seq, key, p.k_block_stride, p.k_token_stride) +
-                            kv_head * p.k_head_stride;
-      for (int c = 0; c < chunks; ++c) {
-        float kf[8];
-        load8<Kv>(p.k_cache, k_off + c * 8, kf);
+      for (int c0 = 0; c0 < chunks; c0 += kBatch) {
+        float kf[kBatch][8];
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) {
-          const float4 q0 = *reinterpret_cast<const float4*>(&s_q[r][c * 8]);
-          const float4 q1 = *reinterpret_cast<const float4*>(&s_q[r][c * 8 + 4]);
-          x[r] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] +
-                  q1.y * kf[5] + q1.z * kf[6] + q1.w * kf[7];
+        for (int j = 0; j < kBatch; ++j) {
+          if (c0 + j < chunks) load8<Kv>(p.k_cache, k_row + (c0 + j) * 8, kf[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kBatch; ++j) {
+          if (c0 + j >= chunks) continue;
+          const int c = c0 + j;
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) {
+            const float4 q0 = *reinterpret_cast<const float4*>(&s_q[r][c * 8]);
+            const float4 q1 = *reinterpret_cast<const float4*>(&s_q[r][c * 8 + 4]);
+            x[r] += q0.x * kf[j][0] + q0.y * kf[j][1] + q0.z * kf[j][2] + q0.w * kf[j][3] +
+                    q1.x * kf[j][4] + q1.y * kf[j][5] + q1.z * kf[j][6] + q1.w * kf[j][7];
+          }
         }
       }
     }
@@ -172,23 +193,27 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[r][e] *= alpha;
     }
-    // P * V: pass k covers keys k*keys_per_pass .. +keys_per_pass-1 of the tile.
-    for (int base = 0; base < kTile; base += keys_per_pass) {
-      const int local = base + my_key_slot;
-      float pk[kRows];
+    // P * V: pass k covers keys k*keys_per_pass .. +keys_per_pass-1 of the tile; kBatch
+    // passes' value loads go out together.
+    for (int base = 0; base < kTile; base += kBatch * keys_per_pass) {
+      float vf[kBatch][8], pk[kBatch][kRows];
+      bool live[kBatch];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) pk[r] = __shfl_sync(0xffffffffu, pr[r], local & 31);
-      const int vkey = kb + local;
-      if (my_key_slot < keys_per_pass && local < kTile && vkey < item.kv_end) {
-        float vf[8];
-        load8<Kv>(p.v_cache,
-                  kv_token_offset(p, item.seq, vkey, p.v_block_stride, p.v_token_stride) +
-                      kv_head * p.v_head_stride + my_chunk * 8,
-                  vf);
+      for (int j = 0; j < kBatch; ++j) {
+        const int local = base + j * keys_per_pass + my_key_slot;
+        const int64_t row = __shfl_sync(0xffffffffu, v_row, local & 31);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) pk[j][r] = __shfl_sync(0xffffffffu, pr[r], local & 31);
+        live[j] = my_key_slot < keys_per_pass && local < kTile && kb + local < item.kv_end;
+        if (live[j]) load8<Kv>(p.v_cache, row + my_chunk * 8, vf[j]);
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (!live[j]) continue;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
 #pragma unroll
-          for (int e = 0; e < 8; ++e) acc[r][e] += pk[r] * vf[e];
+          for (int e = 0; e < 8; ++e) acc[r][e] += pk[j][r] * vf[j][e];
         }
       }
     }
