@@ -3,7 +3,7 @@
 // device-to-device copy bandwidth measured in the same run.
 //
 //   cuda_attention_bench [--json FILE] [--quick] [--only TEXT] [--trace] [--shape
-//   KIND,B,S,H,KVH,D[,sinks]]...
+//   KIND,B,S,H,KVH,D[,sinks|,fp8]]...
 //
 // --trace (a build with ATTNKIT_FLASH_TRACE defined, see src/backends/cuda/flash_trace.cuh)
 // also prints, per CUDA_FLASH shape, when the CTAs of one step pass each point of their
@@ -13,12 +13,15 @@
 // --only runs just the shapes whose name contains TEXT (e.g. "decode b64 s2048"), for
 // profiling one shape under ncu. --shape (repeatable) replaces the shapes by the
 // given ones (KIND decode or prefill; batch, context, heads, KV heads, head size), run on
-// CUDA_FLASH only: e.g. a context sweep to separate fixed from per-byte costs.
+// CUDA_FLASH only (fp8: CUDA_PAGED): e.g. a context sweep to separate fixed from per-byte
+// costs.
 //
 // Decode reports GB/s (K/V bytes read once + q/out) and % of copy bandwidth; prefill
 // reports TFLOP/s with 4*b*h*s*s*d FLOPs, halved for causal. Inputs are random bf16; each
 // shape rotates over several disjoint sets of KV blocks (>= ~2 GB in all) so that repeated
-// runs do not measure the 60 MB L2. Each figure is the median of 7 timed batches.
+// runs do not measure the 60 MB L2. Each figure is the median of 7 timed batches. Shapes
+// marked fp8 keep the cache in fp8 e4m3 (random values in [-1, 1], scales 1); only
+// CUDA_PAGED runs them (CUDA_FLASH declares 16-bit caches only).
 
 #include <algorithm>
 #include <chrono>
@@ -57,14 +60,26 @@ void fill_random_bf16(void* dst, size_t bytes, std::mt19937& rng) {
   fill_repeated(dst, bytes, pattern);
 }
 
+// The same for fp8 e4m3 bytes.
+void fill_random_fp8(void* dst, size_t bytes, std::mt19937& rng) {
+  static std::vector<uint8_t> pattern;
+  if (pattern.empty()) {
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    pattern.resize(16u << 20);
+    for (auto& v : pattern) v = float_to_fp8_e4m3(u(rng));
+  }
+  fill_repeated(dst, bytes, pattern);
+}
+
 struct Shape {
   std::string kind;  // "decode" or "prefill"
   int batch, context, heads, kv_heads, head_size;
   bool sinks = false;
+  bool fp8 = false;  // KV cache in fp8 e4m3
   std::string name() const {
     char buf[128];
-    std::snprintf(buf, sizeof buf, "%s b%d s%d h%d/%d d%d%s", kind.c_str(), batch, context, heads,
-                  kv_heads, head_size, sinks ? " sinks" : "");
+    std::snprintf(buf, sizeof buf, "%s b%d s%d h%d/%d d%d%s%s", kind.c_str(), batch, context, heads,
+                  kv_heads, head_size, sinks ? " sinks" : "", fp8 ? " fp8kv" : "");
     return buf;
   }
 };
@@ -129,15 +144,23 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   const int q_len = decode ? 1 : s.context;
   const int T = s.batch * q_len;
   const int blocks_per_seq = (s.context + bs - 1) / bs;
-  const size_t block_bytes = static_cast<size_t>(bs) * KVH * D * 2;
+  const size_t kv_bytes = s.fp8 ? 1 : 2;  // per cache element
+  const ScalarType kv_type = s.fp8 ? ScalarType::kFp8E4M3 : ScalarType::kBFloat16;
+  const size_t block_bytes = static_cast<size_t>(bs) * KVH * D * kv_bytes;
   const size_t set_bytes = static_cast<size_t>(s.batch) * blocks_per_seq * block_bytes * 2;
   const int sets = static_cast<int>(std::clamp<size_t>((size_t{2} << 30) / set_bytes + 1, 1, 8));
   const int total_blocks = sets * s.batch * blocks_per_seq;
 
   DeviceMem k_cache(static_cast<size_t>(total_blocks) * block_bytes);
   DeviceMem v_cache(static_cast<size_t>(total_blocks) * block_bytes);
-  fill_random_bf16(k_cache.ptr, static_cast<size_t>(total_blocks) * block_bytes, rng);
-  fill_random_bf16(v_cache.ptr, static_cast<size_t>(total_blocks) * block_bytes, rng);
+  for (void* cache_ptr : {k_cache.ptr, v_cache.ptr}) {
+    const size_t cache_bytes = static_cast<size_t>(total_blocks) * block_bytes;
+    if (s.fp8) {
+      fill_random_fp8(cache_ptr, cache_bytes, rng);
+    } else {
+      fill_random_bf16(cache_ptr, cache_bytes, rng);
+    }
+  }
   DeviceMem q(static_cast<size_t>(T) * H * D * 2), out(static_cast<size_t>(T) * H * D * 2);
   DeviceMem key(static_cast<size_t>(T) * KVH * D * 2), value(static_cast<size_t>(T) * KVH * D * 2);
   fill_random_bf16(q.ptr, static_cast<size_t>(T) * H * D * 2, rng);
@@ -150,6 +173,7 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   layer.head_size = layer.head_size_v = D;
   layer.scale = 1.0f / std::sqrt(static_cast<float>(D));
   layer.dtype = DType::kBFloat16;
+  if (s.fp8) layer.kv_cache_dtype = KvCacheDType::kFp8E4M3;
   if (s.sinks) {
     std::uniform_real_distribution<float> u(-1.0f, 3.0f);
     for (int h = 0; h < H; ++h) layer.sinks.push_back(u(rng));
@@ -160,6 +184,7 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   spec.block_size = bs;
   spec.num_kv_heads = KVH;
   spec.head_size = spec.head_size_v = D;
+  spec.dtype = kv_type;
   auto impl = backend->make_impl(layer);
 
   // One metadata set (and builder) per disjoint block set, each block table shuffled.
@@ -199,10 +224,8 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   KvCacheTensors cache;
   cache.layout = KvLayout::kNHD;
   cache.block_size = bs;
-  cache.key =
-      TensorView::contiguous(k_cache.ptr, ScalarType::kBFloat16, {total_blocks, bs, KVH, D}, dev);
-  cache.value =
-      TensorView::contiguous(v_cache.ptr, ScalarType::kBFloat16, {total_blocks, bs, KVH, D}, dev);
+  cache.key = TensorView::contiguous(k_cache.ptr, kv_type, {total_blocks, bs, KVH, D}, dev);
+  cache.value = TensorView::contiguous(v_cache.ptr, kv_type, {total_blocks, bs, KVH, D}, dev);
   const TensorView qv = TensorView::contiguous(q.ptr, ScalarType::kBFloat16, {T, H, D}, dev);
   const TensorView ov = TensorView::contiguous(out.ptr, ScalarType::kBFloat16, {T, H, D}, dev);
   const TensorView kv = TensorView::contiguous(key.ptr, ScalarType::kBFloat16, {T, KVH, D}, dev);
@@ -249,10 +272,12 @@ int main(int argc, char** argv) {
                                 &sh.context, &sh.heads, &sh.kv_heads, &sh.head_size, extra);
       sh.kind = kind;
       sh.sinks = n == 7 && std::strcmp(extra, "sinks") == 0;
-      if (n < 6 || (sh.kind != "decode" && sh.kind != "prefill") || sh.batch <= 0 ||
-          sh.context <= 0 || sh.kv_heads <= 0 || sh.heads % sh.kv_heads != 0) {
+      sh.fp8 = n == 7 && std::strcmp(extra, "fp8") == 0;
+      if (n < 6 || (n == 7 && !sh.sinks && !sh.fp8) ||
+          (sh.kind != "decode" && sh.kind != "prefill") || sh.batch <= 0 || sh.context <= 0 ||
+          sh.kv_heads <= 0 || sh.heads % sh.kv_heads != 0) {
         std::fprintf(stderr,
-                     "--shape %s: expected KIND,B,S,H,KVH,D[,sinks] with KIND decode or "
+                     "--shape %s: expected KIND,B,S,H,KVH,D[,sinks|,fp8] with KIND decode or "
                      "prefill and H a multiple of KVH\n",
                      argv[i]);
         return 2;
@@ -278,10 +303,13 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs; device-to-device copy: %.0f GB/s (read + write)\n", prop.name,
               prop.multiProcessorCount, copy_gbs);
 
-  std::vector<Shape> decode = {
-      {"decode", 1, 16384, 32, 8, 128}, {"decode", 16, 4096, 32, 8, 128},
-      {"decode", 64, 2048, 32, 8, 128}, {"decode", 128, 1024, 32, 8, 128},
-      {"decode", 64, 4096, 4, 1, 256},  {"decode", 64, 4096, 64, 8, 64, true}};
+  std::vector<Shape> decode = {{"decode", 1, 16384, 32, 8, 128},
+                               {"decode", 16, 4096, 32, 8, 128},
+                               {"decode", 64, 2048, 32, 8, 128},
+                               {"decode", 128, 1024, 32, 8, 128},
+                               {"decode", 64, 4096, 4, 1, 256},
+                               {"decode", 64, 4096, 64, 8, 64, true},
+                               {"decode", 64, 2048, 32, 8, 128, false, true}};
   std::vector<Shape> prefill = {
       {"prefill", 8, 2048, 16, 16, 128},  {"prefill", 2, 8192, 16, 16, 128},
       {"prefill", 1, 16384, 16, 16, 128}, {"prefill", 2, 8192, 32, 32, 64},
@@ -296,13 +324,14 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   if (!custom.empty()) {
     for (const Shape& s : custom)
-      results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng, trace));
+      results.push_back(run_shape(s.fp8 ? "CUDA_PAGED" : "CUDA_FLASH", s, copy_gbs, rng, trace));
     decode.clear();
     prefill.clear();
   }
   for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
     for (const Shape& s : decode) {
-      if (selected(s)) results.push_back(run_shape(backend, s, copy_gbs, rng, trace));
+      const bool declared = !s.fp8 || std::strcmp(backend, "CUDA_PAGED") == 0;
+      if (declared && selected(s)) results.push_back(run_shape(backend, s, copy_gbs, rng, trace));
     }
   }
   for (const Shape& s : prefill) {
@@ -331,12 +360,13 @@ int main(int argc, char** argv) {
       const Result& r = results[i];
       std::fprintf(f,
                    "  {\"kind\": \"%s\", \"batch\": %d, \"context\": %d, \"heads\": %d, "
-                   "\"kv_heads\": %d, \"head_size\": %d, \"sinks\": %s, \"backend\": \"%s\", "
+                   "\"kv_heads\": %d, \"head_size\": %d, \"sinks\": %s, \"kv_cache\": \"%s\", "
+                   "\"backend\": \"%s\", "
                    "\"ms\": %.5f, \"gbs\": %.1f, \"pct_copy\": %.2f, \"tflops\": %.2f}%s\n",
                    r.shape.kind.c_str(), r.shape.batch, r.shape.context, r.shape.heads,
                    r.shape.kv_heads, r.shape.head_size, r.shape.sinks ? "true" : "false",
-                   r.backend.c_str(), r.ms, r.gbs, r.pct_copy, r.tflops,
-                   i + 1 < results.size() ? "," : "");
+                   r.shape.fp8 ? "fp8_e4m3" : "auto", r.backend.c_str(), r.ms, r.gbs, r.pct_copy,
+                   r.tflops, i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

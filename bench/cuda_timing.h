@@ -31,8 +31,9 @@ struct DeviceMem {
 
 // Fills `bytes` of device memory with `pattern` repeated (the values only need to be
 // realistic, not independent, so a 16 MiB random pattern serves gigabytes of cache).
-inline void fill_repeated(void* dst, size_t bytes, const std::vector<uint16_t>& pattern) {
-  const size_t chunk = pattern.size() * sizeof(uint16_t);
+template <typename E>
+void fill_repeated(void* dst, size_t bytes, const std::vector<E>& pattern) {
+  const size_t chunk = pattern.size() * sizeof(E);
   for (size_t off = 0; off < bytes; off += chunk) {
     check(cudaMemcpy(static_cast<char*>(dst) + off, pattern.data(), std::min(chunk, bytes - off),
                      cudaMemcpyHostToDevice),

@@ -95,6 +95,8 @@ def main():
             data = json.load(f)
         copy_gbs = data["copy_gbs"]
         for r in data["results"]:
+            if r.get("kv_cache", "auto") != "auto":
+                continue  # fp8 caches: SDPA has no counterpart
             ours[(r["kind"], r["batch"], r["context"], r["heads"], r["kv_heads"], r["head_size"],
                   r["backend"])] = r
 
