@@ -48,27 +48,21 @@ namespace {
 using namespace attnkit;
 using namespace attnkit::bench;
 
-// Fills `bytes` of device memory with random bf16 in [-1, 1] (a 16 MiB random pattern
-// repeated; the values only need to be realistic, not independent).
-void fill_random_bf16(void* dst, size_t bytes, std::mt19937& rng) {
-  static std::vector<uint16_t> pattern;
+// Fills `bytes` of device memory with random values in [-1, 1], stored as `encode` makes
+// them (a 16 MiB random pattern per storage type, repeated; the values only need to be
+// realistic, not independent).
+template <typename E>
+void fill_random(void* dst, size_t bytes, std::mt19937& rng, E (*encode)(float)) {
+  static std::vector<E> pattern;
   if (pattern.empty()) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    pattern.resize(8u << 20);
-    for (auto& v : pattern) v = float_to_bf16_bits(u(rng));
+    pattern.resize((16u << 20) / sizeof(E));
+    for (auto& v : pattern) v = encode(u(rng));
   }
   fill_repeated(dst, bytes, pattern);
 }
-
-// The same for fp8 e4m3 bytes.
-void fill_random_fp8(void* dst, size_t bytes, std::mt19937& rng) {
-  static std::vector<uint8_t> pattern;
-  if (pattern.empty()) {
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    pattern.resize(16u << 20);
-    for (auto& v : pattern) v = float_to_fp8_e4m3(u(rng));
-  }
-  fill_repeated(dst, bytes, pattern);
+void fill_random_bf16(void* dst, size_t bytes, std::mt19937& rng) {
+  fill_random(dst, bytes, rng, float_to_bf16_bits);
 }
 
 struct Shape {
@@ -156,7 +150,7 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   for (void* cache_ptr : {k_cache.ptr, v_cache.ptr}) {
     const size_t cache_bytes = static_cast<size_t>(total_blocks) * block_bytes;
     if (s.fp8) {
-      fill_random_fp8(cache_ptr, cache_bytes, rng);
+      fill_random(cache_ptr, cache_bytes, rng, float_to_fp8_e4m3);
     } else {
       fill_random_bf16(cache_ptr, cache_bytes, rng);
     }
