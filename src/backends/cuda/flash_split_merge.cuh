@@ -113,11 +113,11 @@ __device__ __noinline__ void split_kv_merge_if_last(SplitMergeArgs p, const Cuda
   flash_trace(kTraceCounted, tid == 0);
   if (*s_last == 0) return;
 
-    // Every row's partial rows (a warp per split, lanes along the 16-byte pieces, cp.async.cg
-    // reads L2) and log2-sum-exps (cp.async.ca: L1 holds none of them after the acquire)
-    // requested at once.
 #pragma unroll 1
   for (int r = 0; r < rows; ++r) {
+    // Row r's partial rows (a warp per split, lanes along the 16-byte pieces, cp.async.cg
+    // reads L2) and log2-sum-exps (cp.async.ca: L1 holds none of them after the acquire);
+    // every row's are requested before any is waited for.
     const int64_t slot0 = s_slot[r];
     if (staged && lane < D / 8) {
       const T* src = partial + slot0 * D + lane * 8;
