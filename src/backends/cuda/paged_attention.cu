@@ -144,8 +144,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int my_key_slot = lane / chunks;  // < keys_per_pass for active value lanes
 
   for (int kb = item.kv_begin + warp * kTile; kb < item.kv_end; kb += kWarps * kTile) {
-    // Lane l <-> key kb + l: its K and V row offsets (one block-table lookup per key and
-    // tile); the value passes below take them from the key's lane by shuffle.
+    // Lane l <-> key kb + l: its K and V row offsets, looked up once per tile (the V
+    // offset's block-table read is the K one's again, an L1 hit); the value passes below
+    // take them from the key's lane by shuffle instead of a lookup per pass.
     const int key = kb + lane;
     int64_t k_row = 0, v_row = 0;
     if (key < item.kv_end) {
