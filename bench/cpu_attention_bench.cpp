@@ -24,7 +24,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/registry/registry.h"
-#include "backends/cpu/cpu_isa.h"
+#include "attnkit/kernels/cpu_isa.h"
 #include "bench_support/attention_bench.h"
 #include "bench_support/machine_ceilings.h"
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "attnkit/core/numeric.h"
-#include "backends/cpu/cpu_isa.h"
+#include "attnkit/kernels/cpu_isa.h"
 #include "backends/cpu_mla/mla_attention.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attnkit/registry/registry.h"
-#include "backends/cpu/cpu_flash_backend.h"
+#include "backends/cpu_flash/cpu_flash_backend.h"
 #include "backends/cpu_mla/cpu_mla_backend.h"
 #include "backends/cuda/cuda_backends.h"
 #include "backends/cuda_mla/cuda_mla_backend.h"

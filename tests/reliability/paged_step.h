@@ -21,7 +21,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
 #include "attnkit/core/tensor.h"
-#include "backends/cpu/cpu_flash_backend.h"
+#include "backends/cpu_flash/cpu_flash_backend.h"
 #include "backends/cpu_mla/cpu_mla_backend.h"
 #include "backends/reference/reference_backend.h"
 

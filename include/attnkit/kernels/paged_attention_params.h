@@ -5,11 +5,9 @@
 // One request ("sequence") i contributes q_len(i) = query_start_loc[i+1] - query_start_loc[i]
 // query tokens and attends over kv_len(i) = seq_lens[i] keys. For causal attention the
 // queries are the LAST q_len(i) positions of the sequence: query j of request i sits at
-// absolute position p = seq_lens[i] - q_len(i) + j and sees keys at positions k with
-//   k <= p                                   (causal)
-//   k >  p - sliding_window                  (sliding_window > 0; vLLM's left window)
-//   k / chunk_size == p / chunk_size         (chunk_size > 0; chunked local attention)
-// Non-causal attention (encoder, encoder-only, cross) sees all kv_len(i) keys.
+// absolute position p = seq_lens[i] - q_len(i) + j and sees
+// the keys of mask.h's visible-keys rule (causal limit, sliding window, chunk); non-causal
+// attention (encoder, encoder-only, cross) sees all kv_len(i) keys.
 //
 // Scores: s = scale * <q, k>; if soft_cap > 0: s = soft_cap * tanh(s / soft_cap).
 // Softmax over the visible keys; with sinks, sinks[h] (a logit, already in score units,
@@ -25,6 +23,7 @@
 #include <cstdint>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/kernels/mask.h"
 
 namespace attnkit {
 
@@ -77,6 +76,17 @@ struct PagedAttentionParams {
   float soft_cap = 0.0f;         // 0 = none
   const float* sinks = nullptr;  // [num_heads] sink logits, or nullptr
 };
+
+// The layer's visible-keys rule (mask.h) as the params carry it.
+#if defined(__CUDACC__)
+__host__ __device__ __forceinline__
+#else
+inline
+#endif
+    MaskRule
+    mask_rule(const PagedAttentionParams& p) {
+  return MaskRule{p.causal, p.sliding_window, p.chunk_size};
+}
 
 // Writes fresh keys/values into the paged cache (the "cache update"):
 // for each token t with slot = slot_mapping[t] >= 0 (negative = padding, skipped):

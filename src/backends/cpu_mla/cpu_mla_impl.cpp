@@ -8,7 +8,7 @@
 #include "attnkit/backend/forward_check.h"
 #include "attnkit/backend/paged_params.h"
 #include "attnkit/core/error.h"
-#include "backends/cpu/flash_attention.h"
+#include "backends/cpu_flash/flash_attention.h"
 
 namespace attnkit::cpu_mla {
 namespace {

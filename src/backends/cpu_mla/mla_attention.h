@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "attnkit/kernels/paged_attention_params.h"
-#include "backends/cpu/cpu_isa.h"
+#include "attnkit/kernels/cpu_isa.h"
 #include "backends/cpu_mla/mla_plan.h"
 
 namespace attnkit::cpu_mla {

@@ -1,6 +1,6 @@
 #pragma once
 // The MLA work-item kernel, written once against CPU_FLASH's `Ops` SIMD interface
-// (backends/cpu/simd_<isa>.h) and compiled once per ISA (mla_kernels_<isa>.cpp include it
+// (kernels/cpu/simd_<isa>.h) and compiled once per ISA (mla_kernels_<isa>.cpp include it
 // inside their own namespace after their target pragma, like CPU_FLASH's kernels).
 //
 // One item = R = tokens x heads query rows over one key range of ONE latent stream. Keys are
@@ -16,7 +16,7 @@
 // Finally each row is normalised into `out`, or (split-KV) its unnormalised output, m and l
 // go to the workspace for merge_mla_splits().
 
-// Requires `Ops` and backends/cpu/flash_kernel_impl.h's helpers (typed, load_row_f32,
+// Requires `Ops` and backends/cpu_flash/flash_kernel_impl.h's helpers (typed, load_row_f32,
 // store_row, element_size) in the including namespace.
 
 template <class Kv>

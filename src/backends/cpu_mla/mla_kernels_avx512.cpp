@@ -1,7 +1,7 @@
 // MLA kernels compiled for AVX-512 F/BW/VL/DQ. See mla_kernel_impl.h for the algorithm;
-// backends/cpu/cpu_isa.h for how a target is chosen.
+// attnkit/kernels/cpu_isa.h for how a target is chosen.
 
-#include "backends/cpu/isa_prelude.h"
+#include "kernels/cpu/isa_prelude.h"
 #include "backends/cpu_mla/mla_attention.h"
 #include "backends/cpu_mla/mla_plan.h"
 
@@ -20,9 +20,9 @@
 #endif
 
 namespace attnkit::cpu_mla::avx512_isa {
-#include "backends/cpu/simd_avx512.h"
+#include "kernels/cpu/simd_avx512.h"
 // clang-format off
-#include "backends/cpu/flash_kernel_impl.h"
+#include "backends/cpu_flash/flash_kernel_impl.h"
 #include "backends/cpu_mla/mla_kernel_impl.h"
 // clang-format on
 }  // namespace attnkit::cpu_mla::avx512_isa

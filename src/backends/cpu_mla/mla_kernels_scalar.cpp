@@ -1,14 +1,14 @@
 // MLA kernels compiled for the portable fallback (baseline ISA). See mla_kernel_impl.h for the
-// algorithm; backends/cpu/cpu_isa.h for how a target is chosen.
+// algorithm; attnkit/kernels/cpu_isa.h for how a target is chosen.
 
-#include "backends/cpu/isa_prelude.h"
+#include "kernels/cpu/isa_prelude.h"
 #include "backends/cpu_mla/mla_attention.h"
 #include "backends/cpu_mla/mla_plan.h"
 
 namespace attnkit::cpu_mla::scalar_isa {
-#include "backends/cpu/simd_scalar.h"
+#include "kernels/cpu/simd_scalar.h"
 // clang-format off
-#include "backends/cpu/flash_kernel_impl.h"
+#include "backends/cpu_flash/flash_kernel_impl.h"
 #include "backends/cpu_mla/mla_kernel_impl.h"
 // clang-format on
 }  // namespace attnkit::cpu_mla::scalar_isa

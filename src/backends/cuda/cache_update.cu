@@ -14,9 +14,9 @@
 #include <string>
 #include <type_traits>
 
-#include "backends/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/device_common.cuh"
+#include "kernels/cuda/device_common.cuh"
 
 namespace attnkit::cuda {
 namespace {

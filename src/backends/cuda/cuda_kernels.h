@@ -9,7 +9,7 @@
 #include <cstddef>
 
 #include "attnkit/kernels/paged_attention_params.h"
-#include "backends/cuda/cuda_plan.h"
+#include "kernels/cuda/cuda_plan.h"
 
 namespace attnkit::cuda {
 

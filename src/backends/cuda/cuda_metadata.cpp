@@ -8,7 +8,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "backends/cuda/device_buffer.h"
-#include "backends/cuda/host_staging.h"
+#include "kernels/cuda/host_staging.h"
 
 namespace attnkit::cuda {
 

@@ -17,7 +17,7 @@
 
 #include "attnkit/backend/backend.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/cuda_plan.h"
+#include "kernels/cuda/cuda_plan.h"
 
 namespace attnkit::cuda {
 

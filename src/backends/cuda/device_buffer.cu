@@ -1,4 +1,4 @@
-#include "backends/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda/device_buffer.h"
 
 namespace attnkit::cuda {

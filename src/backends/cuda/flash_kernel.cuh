@@ -27,10 +27,10 @@
 // reused after the main loop as fp32 [WARPS_N][kRows][D + 4] partial O, then m and l.
 
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/device_common.cuh"
+#include "kernels/cuda/device_common.cuh"
 #include "backends/cuda/flash_split_merge.cuh"
 #include "backends/cuda/flash_trace.cuh"
-#include "backends/cuda/mma_primitives.cuh"
+#include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {
 

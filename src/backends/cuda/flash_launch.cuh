@@ -4,10 +4,10 @@
 // flash_kernel.cuh for the shared-memory layout.
 
 #include "attnkit/build_config.h"
-#include "backends/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda/flash_kernel.cuh"
 #include "backends/cuda/flash_wgmma.h"
-#include "backends/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda {
 

@@ -6,10 +6,10 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/cuda_plan.h"
-#include "backends/cuda/device_common.cuh"
+#include "kernels/cuda/cuda_plan.h"
+#include "kernels/cuda/device_common.cuh"
 #include "backends/cuda/flash_trace.cuh"
-#include "backends/cuda/mma_primitives.cuh"
+#include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {
 

@@ -29,10 +29,10 @@
 //   | full_k, full_v, empty_k, empty_v mbarriers [STAGES] each
 
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/device_common.cuh"
+#include "kernels/cuda/device_common.cuh"
 #include "backends/cuda/flash_split_merge.cuh"
-#include "backends/cuda/mma_primitives.cuh"
-#include "backends/cuda/wgmma_primitives.cuh"
+#include "kernels/cuda/mma_primitives.cuh"
+#include "kernels/cuda/wgmma_primitives.cuh"
 
 namespace attnkit::cuda {
 

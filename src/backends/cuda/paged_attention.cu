@@ -15,9 +15,9 @@
 
 #include <string>
 
-#include "backends/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/device_common.cuh"
+#include "kernels/cuda/device_common.cuh"
 #include "backends/cuda/split_kv_combine.cuh"
 
 namespace attnkit::cuda {

@@ -5,9 +5,9 @@
 //   out = sum_k w_k o_k / (sum_k w_k + exp2(sink - M)),  w_k = l_k exp2(m_k - M)
 // where each partial o_k is already divided by its own l_k and lse_k = m_k + log2(l_k).
 
-#include "backends/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/device_common.cuh"
+#include "kernels/cuda/device_common.cuh"
 
 namespace attnkit::cuda {
 

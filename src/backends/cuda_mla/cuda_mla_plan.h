@@ -1,6 +1,6 @@
 #pragma once
 // CUDA_MLA's per-step planning, in plain C++ (unit-tested without a GPU). The work
-// partition is CUDA_FLASH's planner (backends/cuda/cuda_plan.h) with one KV head, so a
+// partition is CUDA_FLASH's planner (kernels/cuda/cuda_plan.h) with one KV head, so a
 // request's rows are its (token, head) pairs: decode of H heads gives H rows per request,
 // packed 16 (small-row kernel) or 64 (large-row kernel) to a CTA, and long key ranges are
 // split (split-KV) until the grid covers the GPU.
@@ -8,7 +8,7 @@
 #include <cstddef>
 
 #include "attnkit/backend/backend.h"
-#include "backends/cuda/cuda_plan.h"
+#include "kernels/cuda/cuda_plan.h"
 
 namespace attnkit::cuda_mla {
 

@@ -27,8 +27,8 @@
 #include <type_traits>
 
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/device_common.cuh"
-#include "backends/cuda/mma_primitives.cuh"
+#include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/mma_primitives.cuh"
 #include "backends/cuda_mla/mla_geometry.h"
 
 namespace attnkit::cuda_mla {

@@ -3,7 +3,7 @@
 // configuration); the two compute dtypes live in separate translation units so that nvcc
 // compiles them in parallel.
 
-#include "backends/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda_mla/mla_config_choice.h"
 #include "backends/cuda_mla/mla_kernel.cuh"
 

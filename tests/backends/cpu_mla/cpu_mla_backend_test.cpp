@@ -19,7 +19,7 @@
 #include <string>
 
 #include "attnkit/core/error.h"
-#include "backends/cpu/cpu_isa.h"
+#include "attnkit/kernels/cpu_isa.h"
 #include "backends/cpu_mla/cpu_mla_impl.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/reference/reference_kernels.h"

@@ -2,7 +2,7 @@
 // exactly one row tile, the splits of an item partition its visible key range, partial
 // slots are distinct, and split-KV kicks in only when the grid would be too small.
 
-#include "backends/cuda/cuda_plan.h"
+#include "kernels/cuda/cuda_plan.h"
 
 #include <gtest/gtest.h>
 

@@ -4,10 +4,10 @@
 #include <cstring>
 #include <string>
 
-#include "backends/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda/flash_wgmma.h"
 #include "backends/cuda/flash_wgmma_kernel.cuh"
-#include "backends/cuda/kernel_launch.cuh"
+#include "kernels/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda {
 namespace {

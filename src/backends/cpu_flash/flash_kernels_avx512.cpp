@@ -2,7 +2,7 @@
 // only when the CPU has it). See flash_kernel_impl.h for the algorithm; cpu_isa.h for how a target
 // is chosen.
 
-#include "backends/cpu/isa_prelude.h"
+#include "kernels/cpu/isa_prelude.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 
@@ -19,11 +19,11 @@
 #endif
 
 namespace attnkit::cpu::avx512_isa {
-#include "backends/cpu/simd_avx512.h"
+#include "kernels/cpu/simd_avx512.h"
 // clang-format off
-#include "backends/cpu/flash_kernel_impl.h"
-#include "backends/cpu/cache_update_impl.h"
-#include "backends/cpu/flash_driver_impl.h"
+#include "backends/cpu_flash/flash_kernel_impl.h"
+#include "kernels/cpu/cache_update_impl.h"
+#include "backends/cpu_flash/flash_driver_impl.h"
 // clang-format on
 }  // namespace attnkit::cpu::avx512_isa
 

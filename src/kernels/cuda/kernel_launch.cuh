@@ -10,7 +10,7 @@
 #include <string_view>
 #include <utility>
 
-#include "backends/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace attnkit::cuda {
 

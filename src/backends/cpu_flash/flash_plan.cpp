@@ -1,4 +1,4 @@
-#include "backends/cpu/flash_plan.h"
+#include "backends/cpu_flash/flash_plan.h"
 
 #include <omp.h>
 

@@ -10,7 +10,7 @@ namespace attnkit {
 
 std::unique_ptr<AttentionBackend> make_cpu_flash_backend();
 
-// The capabilities CPU_FLASH declares (exactly what tests/backends/cpu proves).
+// The capabilities CPU_FLASH declares (exactly what tests/backends/cpu_flash proves).
 const BackendCapabilities& cpu_flash_capabilities();
 
 }  // namespace attnkit

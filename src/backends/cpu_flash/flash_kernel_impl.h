@@ -28,8 +28,8 @@
 
 #include "attnkit/core/numeric.h"
 #include "attnkit/kernels/paged_attention_params.h"
-#include "backends/cpu/flash_plan.h"
-#include "backends/cpu/kv_tags.h"
+#include "backends/cpu_flash/flash_plan.h"
+#include "kernels/cpu/kv_tags.h"
 
 // Requires `Ops` (the SIMD interface) declared in the including namespace.
 
@@ -760,4 +760,4 @@ class ItemKernel {
 };
 
 // The split-KV merge pass.
-#include "backends/cpu/split_merge_impl.h"
+#include "backends/cpu_flash/split_merge_impl.h"

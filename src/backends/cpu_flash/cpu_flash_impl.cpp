@@ -1,12 +1,12 @@
-#include "backends/cpu/cpu_flash_impl.h"
+#include "backends/cpu_flash/cpu_flash_impl.h"
 
 #include <string>
 
 #include "attnkit/backend/forward_check.h"
 #include "attnkit/backend/paged_params.h"
 #include "attnkit/core/error.h"
-#include "backends/cpu/cpu_flash_metadata.h"
-#include "backends/cpu/flash_attention.h"
+#include "backends/cpu_flash/cpu_flash_metadata.h"
+#include "backends/cpu_flash/flash_attention.h"
 
 namespace attnkit::cpu {
 namespace {

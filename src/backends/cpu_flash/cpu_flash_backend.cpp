@@ -1,10 +1,10 @@
-#include "backends/cpu/cpu_flash_backend.h"
+#include "backends/cpu_flash/cpu_flash_backend.h"
 
 #include <string>
 
-#include "backends/cpu/cpu_flash_impl.h"
-#include "backends/cpu/cpu_flash_metadata.h"
-#include "backends/cpu/flash_attention.h"
+#include "backends/cpu_flash/cpu_flash_impl.h"
+#include "backends/cpu_flash/cpu_flash_metadata.h"
+#include "backends/cpu_flash/flash_attention.h"
 
 namespace attnkit {
 namespace {

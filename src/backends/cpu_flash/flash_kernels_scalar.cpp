@@ -1,14 +1,14 @@
 // Flash-attention and cache-update kernels compiled for the portable fallback (baseline ISA).
 // See flash_kernel_impl.h for the algorithm; cpu_isa.h for how a target is chosen.
 
-#include "backends/cpu/isa_prelude.h"
+#include "kernels/cpu/isa_prelude.h"
 
 namespace attnkit::cpu::scalar_isa {
-#include "backends/cpu/simd_scalar.h"
+#include "kernels/cpu/simd_scalar.h"
 // clang-format off
-#include "backends/cpu/flash_kernel_impl.h"
-#include "backends/cpu/cache_update_impl.h"
-#include "backends/cpu/flash_driver_impl.h"
+#include "backends/cpu_flash/flash_kernel_impl.h"
+#include "kernels/cpu/cache_update_impl.h"
+#include "backends/cpu_flash/flash_driver_impl.h"
 // clang-format on
 }  // namespace attnkit::cpu::scalar_isa
 

@@ -4,8 +4,8 @@
 // chosen by active_cpu_isa() (cpu_isa.h).
 
 #include "attnkit/kernels/paged_attention_params.h"
-#include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/flash_plan.h"
+#include "attnkit/kernels/cpu_isa.h"
+#include "backends/cpu_flash/flash_plan.h"
 
 namespace attnkit::cpu {
 

@@ -1,4 +1,4 @@
-#include "backends/cpu/cpu_isa.h"
+#include "attnkit/kernels/cpu_isa.h"
 
 #include <atomic>
 #include <cctype>

@@ -1,9 +1,9 @@
-#include "backends/cpu/flash_attention.h"
+#include "backends/cpu_flash/flash_attention.h"
 
 #include <span>
 
 #include "attnkit/core/error.h"
-#include "backends/cpu/flash_kernels.h"
+#include "backends/cpu_flash/flash_kernels.h"
 
 namespace attnkit::cpu {
 namespace {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "attnkit/core/numeric.h"
-#include "backends/cpu/cpu_isa.h"
-#include "backends/cpu/flash_attention.h"
+#include "attnkit/kernels/cpu_isa.h"
+#include "backends/cpu_flash/flash_attention.h"
 
 namespace attnkit::cpu {
 namespace {

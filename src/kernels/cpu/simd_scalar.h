@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "attnkit/core/numeric.h"
-#include "backends/cpu/kv_tags.h"
+#include "kernels/cpu/kv_tags.h"
 
 struct Ops {
   struct V {

@@ -3,7 +3,7 @@
 // flash_attention.h, which picks one with active_cpu_isa().
 
 #include "attnkit/kernels/paged_attention_params.h"
-#include "backends/cpu/flash_plan.h"
+#include "backends/cpu_flash/flash_plan.h"
 
 namespace attnkit::cpu {
 

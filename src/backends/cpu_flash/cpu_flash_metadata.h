@@ -7,7 +7,7 @@
 
 #include "attnkit/backend/backend.h"
 #include "attnkit/backend/metadata.h"
-#include "backends/cpu/flash_plan.h"
+#include "backends/cpu_flash/flash_plan.h"
 
 namespace attnkit::cpu {
 

@@ -1,4 +1,4 @@
-#include "backends/cpu/cpu_flash_metadata.h"
+#include "backends/cpu_flash/cpu_flash_metadata.h"
 
 #include <omp.h>
 

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "backends/cpu/kv_tags.h"
+#include "kernels/cpu/kv_tags.h"
 
 struct Ops {
   using V = __m512;

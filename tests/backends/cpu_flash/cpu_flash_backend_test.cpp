@@ -1,7 +1,7 @@
 // CPU_FLASH through the backend protocol: capabilities and validate(), the builder's plan,
 // and forward() (cache update + attention) against the dense oracle, on every SIMD target.
 
-#include "backends/cpu/cpu_flash_backend.h"
+#include "backends/cpu_flash/cpu_flash_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include "attention_case.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
-#include "backends/cpu/cpu_isa.h"
+#include "attnkit/kernels/cpu_isa.h"
 
 namespace attnkit {
 namespace {

@@ -1,4 +1,4 @@
-#include "backends/cuda/cuda_plan.h"
+#include "kernels/cuda/cuda_plan.h"
 
 #include <algorithm>
 #include <string>
