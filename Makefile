@@ -8,6 +8,7 @@
 #   make tsan          clang-14 ThreadSanitizer build (LLVM libomp + Archer), the threaded
 #                      CPU kernels, the KV cache (block pool) and the reliability tests
 #   make fuzz          every libFuzzer target for FUZZ_SECONDS seconds each (default 60)
+#   make check-layers  fail on an #include against the layers (scripts/check_layers.py)
 # PRESET=debug, PRESET=asan or PRESET=tsan selects another CMake preset (CMakePresets.json).
 
 PRESET ?= default
@@ -23,7 +24,7 @@ CXX_SOURCES = $(shell find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.h
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test demo format format-check clean sanitize asan tsan fuzz
+.PHONY: all deps configure build test demo format format-check check-layers clean sanitize asan tsan fuzz
 
 all: build
 
@@ -56,6 +57,9 @@ fuzz: deps
 
 format-check: deps
 	clang-format --dry-run --Werror $(CXX_SOURCES)
+
+check-layers:
+	python3 scripts/check_layers.py
 
 format: deps
 	clang-format -i $(CXX_SOURCES)

@@ -14,8 +14,8 @@
 #include "attnkit/core/error.h"
 #include "attnkit/registry/registry.h"
 #include "attnkit/kernels/cpu_isa.h"
-#include "bench_support/attention_bench.h"
-#include "bench_support/machine_ceilings.h"
+#include "attnkit/bench/attention_bench.h"
+#include "attnkit/bench/machine_ceilings.h"
 #include "commands.h"
 #include "common_options.h"
 

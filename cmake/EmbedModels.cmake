@@ -10,4 +10,4 @@ add_custom_command(
   DEPENDS ${ATTNKIT_MODEL_CONFIGS} ${PROJECT_SOURCE_DIR}/cmake/embed_models.cmake
   COMMENT "Embedding model configs from models/"
   VERBATIM)
-target_sources(attnkit PRIVATE ${ATTNKIT_EMBEDDED_MODELS_CPP})
+target_sources(attnkit_model PRIVATE ${ATTNKIT_EMBEDDED_MODELS_CPP})

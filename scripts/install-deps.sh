@@ -17,6 +17,8 @@ packages=(
   libgmock-dev
   libbenchmark-dev
   clang-format
+  # scripts/check_layers.py (make check-layers)
+  python3
   # Sanitizers and fuzzing (make sanitize, make fuzz): clang-14 with its runtimes
   # (ASan/UBSan/TSan/libFuzzer) and LLVM's OpenMP runtime, whose Archer tool
   # (libarcher.so) makes OpenMP's synchronisation visible to ThreadSanitizer.

@@ -1,7 +1,5 @@
 #include "attnkit/backend/paged_params.h"
 
-#include "attnkit/kv_cache/block_pool.h"
-
 namespace attnkit {
 namespace {
 
@@ -81,7 +79,8 @@ PagedAttentionParams paged_params_for(const ForwardArgs& a) {
   }
   // A batch whose requests need no block (empty, or all of length 0) has an empty table;
   // the kernels still need a non-null pointer to know they run paged.
-  static constexpr int32_t kNoBlocks[1] = {BlockPool::kNullBlock};
+  // It is never read (no request has a block), so any id will do.
+  static constexpr int32_t kNoBlocks[1] = {0};
   p.block_table = c.block_table.empty() ? kNoBlocks : c.block_table.data();
   p.block_table_stride = c.max_blocks_per_req;
   p.block_size = c.block_size;

@@ -1,4 +1,4 @@
-#include "bench_support/attention_bench.h"
+#include "attnkit/bench/attention_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +13,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
-#include "bench_support/machine_ceilings.h"
+#include "attnkit/bench/machine_ceilings.h"
 
 namespace attnkit::bench {
 namespace {

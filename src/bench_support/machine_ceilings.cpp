@@ -1,4 +1,4 @@
-#include "bench_support/machine_ceilings.h"
+#include "attnkit/bench/machine_ceilings.h"
 
 #include <omp.h>
 #include <time.h>

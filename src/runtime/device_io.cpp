@@ -9,7 +9,7 @@ namespace {
 // memset), so the null block reads as zeros as the storage expects.
 class DeviceKvMemoryAllocator final : public KvMemoryAllocator {
  public:
-  explicit DeviceKvMemoryAllocator(std::shared_ptr<conformance::DeviceMemory> memory)
+  explicit DeviceKvMemoryAllocator(std::shared_ptr<DeviceMemory> memory)
       : memory_(std::move(memory)) {}
   Device device() const override { return memory_->device(); }
   void* allocate(size_t bytes) override {
@@ -25,13 +25,13 @@ class DeviceKvMemoryAllocator final : public KvMemoryAllocator {
   void deallocate(void* ptr, size_t /*bytes*/) noexcept override { memory_->deallocate(ptr); }
 
  private:
-  std::shared_ptr<conformance::DeviceMemory> memory_;
+  std::shared_ptr<DeviceMemory> memory_;
 };
 
 }  // namespace
 
 DeviceIo::DeviceIo(PlatformKind platform) {
-  if (platform == PlatformKind::kCuda) memory_ = conformance::make_cuda_memory(0);
+  if (platform == PlatformKind::kCuda) memory_ = make_cuda_memory(0);
 }
 
 DeviceIo::~DeviceIo() = default;
@@ -46,7 +46,7 @@ TensorView DeviceIo::device_view(const HostTensor& host, int slot) {
   if (buffers_.size() <= s) buffers_.resize(s + 1);
   if (!buffers_[s] || buffers_[s]->size() < host.nbytes()) {
     buffers_[s].reset();  // free first: the device may not hold both
-    buffers_[s] = std::make_unique<conformance::DeviceBuffer>(*memory_, host.nbytes());
+    buffers_[s] = std::make_unique<DeviceBuffer>(*memory_, host.nbytes());
   }
   TensorView v = host.view();
   v.data = buffers_[s]->data();

@@ -3,13 +3,13 @@
 // backend as they are; on a CUDA platform each forward's Q/K/V are copied to grow-only
 // device buffers, the output is written on the device and copied back (for verification
 // and the checksum), and the KV cache is allocated in device memory. Memory and copies go
-// through conformance::DeviceMemory, the one place the CUDA runtime is called for
+// through DeviceMemory, the one place the CUDA runtime is called for
 // host-built tensors.
 
 #include <memory>
 #include <vector>
 
-#include "attnkit/conformance/device_memory.h"
+#include "attnkit/core/device_memory.h"
 #include "attnkit/core/tensor.h"
 #include "attnkit/kv_cache/kv_cache_storage.h"
 
@@ -36,8 +36,8 @@ class DeviceIo {
  private:
   TensorView device_view(const HostTensor& host, int slot);
 
-  std::shared_ptr<conformance::DeviceMemory> memory_;  // null on the host
-  std::vector<std::unique_ptr<conformance::DeviceBuffer>> buffers_;
+  std::shared_ptr<DeviceMemory> memory_;  // null on the host
+  std::vector<std::unique_ptr<DeviceBuffer>> buffers_;
 };
 
 }  // namespace attnkit

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "attnkit/backend/backend.h"
-#include "attnkit/conformance/device_memory.h"
+#include "attnkit/core/device_memory.h"
 
 namespace attnkit::conformance {
 

@@ -1,9 +1,10 @@
 #pragma once
-// Where the conformance suite puts a backend's tensors. The suite builds every input on the
-// host; a DeviceMemory moves them to the memory the backend's kernels read (and results
-// back). CPU backends use host memory; CUDA backends use the CUDA runtime (built into this
-// library when it is compiled with CUDA); any other device (e.g. a plugin's) can pass its
-// own implementation in ConformanceOptions.
+// Device memory: the one place attnkit allocates, frees and copies memory that a backend's
+// kernels read. A DeviceMemory is a device's allocator and copier (host memory for CPU
+// backends; the CUDA runtime for CUDA devices, when this library is built with CUDA; any
+// other device, e.g. a plugin's, can bring its own implementation); a DeviceBuffer owns one
+// allocation from it. The runtime, the backends' metadata builders, the conformance suite
+// and the benchmarks all use these two types.
 
 #include <cstddef>
 #include <memory>
@@ -11,7 +12,7 @@
 #include "attnkit/core/enums.h"
 #include "attnkit/core/tensor.h"
 
-namespace attnkit::conformance {
+namespace attnkit {
 
 class DeviceMemory {
  public:
@@ -36,20 +37,33 @@ std::unique_ptr<DeviceMemory> make_cuda_memory(int index = 0);
 // The memory a backend of `platform` reads: host for CPU, CUDA device 0 for CUDA.
 std::unique_ptr<DeviceMemory> make_device_memory(PlatformKind platform);
 
-// One allocation, freed when it goes out of scope (a view never frees; this owns).
+// One allocation from a DeviceMemory, freed when it goes out of scope (a view never frees;
+// this owns). Move-only. reserve() grows it (never shrinks), so a buffer kept from step to
+// step stops allocating once it has seen the largest step.
 class DeviceBuffer {
  public:
+  DeviceBuffer() = default;
+  // An empty buffer that allocates from `memory` (which must outlive it) on reserve().
+  explicit DeviceBuffer(DeviceMemory& memory) : memory_(&memory) {}
   DeviceBuffer(DeviceMemory& memory, size_t bytes);
   ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  // Makes the buffer at least `bytes` long; its contents are not kept when it grows.
+  void reserve(size_t bytes);
   void* data() const { return data_; }
   size_t size() const { return bytes_; }
+  DeviceMemory* memory() const { return memory_; }
 
  private:
-  DeviceMemory& memory_;
+  void release() noexcept;
+
+  DeviceMemory* memory_ = nullptr;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
 
-}  // namespace attnkit::conformance
+}  // namespace attnkit

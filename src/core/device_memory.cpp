@@ -1,11 +1,12 @@
-// Host and CUDA implementations of the conformance suite's DeviceMemory.
+// Host and CUDA implementations of DeviceMemory, and DeviceBuffer.
 
-#include "attnkit/conformance/device_memory.h"
+#include "attnkit/core/device_memory.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
@@ -14,7 +15,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace attnkit::conformance {
+namespace attnkit {
 namespace {
 
 class HostMemory final : public DeviceMemory {
@@ -97,8 +98,39 @@ std::unique_ptr<DeviceMemory> make_device_memory(PlatformKind platform) {
 }
 
 DeviceBuffer::DeviceBuffer(DeviceMemory& memory, size_t bytes)
-    : memory_(memory), data_(memory.allocate(bytes)), bytes_(bytes) {}
+    : memory_(&memory), data_(memory.allocate(bytes)), bytes_(bytes) {}
 
-DeviceBuffer::~DeviceBuffer() { memory_.deallocate(data_); }
+DeviceBuffer::~DeviceBuffer() { release(); }
 
-}  // namespace attnkit::conformance
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : memory_(std::exchange(other.memory_, nullptr)),
+      data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    memory_ = std::exchange(other.memory_, nullptr);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void DeviceBuffer::release() noexcept {
+  if (data_ != nullptr) memory_->deallocate(data_);
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
+void DeviceBuffer::reserve(size_t bytes) {
+  if (data_ != nullptr && bytes <= bytes_) return;
+  if (memory_ == nullptr) {
+    throw Error(ErrorCode::kInternal, "DeviceBuffer::reserve on a buffer with no DeviceMemory");
+  }
+  release();
+  data_ = memory_->allocate(bytes);
+  bytes_ = bytes;
+}
+
+}  // namespace attnkit
