@@ -35,7 +35,7 @@
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/numeric.h"
-#include "backends/cuda/cuda_backends.h"
+#include "attnkit/registry/registry.h"
 #include "backends/cuda/flash_trace.cuh"
 
 #if ATTNKIT_HAS_CUDA
@@ -172,8 +172,7 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
     std::uniform_real_distribution<float> u(-1.0f, 3.0f);
     for (int h = 0; h < H; ++h) layer.sinks.push_back(u(rng));
   }
-  const auto backend =
-      backend_name == "CUDA_FLASH" ? make_cuda_flash_backend() : make_cuda_paged_backend();
+  const auto backend = BackendRegistry().get(backend_name);
   KvCacheSpec spec;
   spec.block_size = bs;
   spec.num_kv_heads = KVH;

@@ -23,7 +23,8 @@
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/numeric.h"
-#include "backends/cuda_mla/cuda_mla_backend.h"
+#include "attnkit/kernels/mla_geometry.h"
+#include "attnkit/registry/registry.h"
 #include "backends/cuda_mla/mla_config_choice.h"
 #include "backends/cuda_mla/mla_geometry.h"
 
@@ -66,7 +67,7 @@ struct Result {
 };
 
 Result run_shape(const Shape& s, double copy_gbs, std::mt19937& rng) {
-  constexpr int kPage = 64, kLatent = 576, kRank = 512;
+  constexpr int kPage = 64, kLatent = kMlaLatentDim, kRank = kMlaValueDim;
   const int H = s.heads, T = s.batch;  // one query token per request
   const size_t esz = s.fp8 ? 1 : 2;
   const int blocks_per_seq = (s.context + kPage - 1) / kPage;
@@ -95,7 +96,7 @@ Result run_shape(const Shape& s, double copy_gbs, std::mt19937& rng) {
   layer.dtype = DType::kBFloat16;
   layer.kv_cache_dtype = s.fp8 ? KvCacheDType::kFp8E4M3 : KvCacheDType::kAuto;
   layer.k_scale = layer.v_scale = s.fp8 ? 0.5f : 1.0f;
-  const auto backend = make_cuda_mla_backend();
+  const auto backend = BackendRegistry().get("CUDA_MLA");
   KvCacheSpec spec;
   spec.kind = KvCacheKind::kMlaAttention;
   spec.block_size = kPage;
