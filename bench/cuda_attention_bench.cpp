@@ -145,9 +145,9 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   const int sets = static_cast<int>(std::clamp<size_t>((size_t{2} << 30) / set_bytes + 1, 1, 8));
   const int total_blocks = sets * s.batch * blocks_per_seq;
 
-  DeviceMem k_cache(static_cast<size_t>(total_blocks) * block_bytes);
-  DeviceMem v_cache(static_cast<size_t>(total_blocks) * block_bytes);
-  for (void* cache_ptr : {k_cache.ptr, v_cache.ptr}) {
+  DeviceBuffer k_cache = device_buffer(static_cast<size_t>(total_blocks) * block_bytes);
+  DeviceBuffer v_cache = device_buffer(static_cast<size_t>(total_blocks) * block_bytes);
+  for (void* cache_ptr : {k_cache.data(), v_cache.data()}) {
     const size_t cache_bytes = static_cast<size_t>(total_blocks) * block_bytes;
     if (s.fp8) {
       fill_random(cache_ptr, cache_bytes, rng, float_to_fp8_e4m3);
@@ -155,11 +155,13 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
       fill_random_bf16(cache_ptr, cache_bytes, rng);
     }
   }
-  DeviceMem q(static_cast<size_t>(T) * H * D * 2), out(static_cast<size_t>(T) * H * D * 2);
-  DeviceMem key(static_cast<size_t>(T) * KVH * D * 2), value(static_cast<size_t>(T) * KVH * D * 2);
-  fill_random_bf16(q.ptr, static_cast<size_t>(T) * H * D * 2, rng);
-  fill_random_bf16(key.ptr, static_cast<size_t>(T) * KVH * D * 2, rng);
-  fill_random_bf16(value.ptr, static_cast<size_t>(T) * KVH * D * 2, rng);
+  DeviceBuffer q = device_buffer(static_cast<size_t>(T) * H * D * 2),
+               out = device_buffer(static_cast<size_t>(T) * H * D * 2);
+  DeviceBuffer key = device_buffer(static_cast<size_t>(T) * KVH * D * 2),
+               value = device_buffer(static_cast<size_t>(T) * KVH * D * 2);
+  fill_random_bf16(q.data(), static_cast<size_t>(T) * H * D * 2, rng);
+  fill_random_bf16(key.data(), static_cast<size_t>(T) * KVH * D * 2, rng);
+  fill_random_bf16(value.data(), static_cast<size_t>(T) * KVH * D * 2, rng);
 
   AttentionLayerParams layer;
   layer.num_heads = H;
@@ -217,12 +219,13 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   KvCacheTensors cache;
   cache.layout = KvLayout::kNHD;
   cache.block_size = bs;
-  cache.key = TensorView::contiguous(k_cache.ptr, kv_type, {total_blocks, bs, KVH, D}, dev);
-  cache.value = TensorView::contiguous(v_cache.ptr, kv_type, {total_blocks, bs, KVH, D}, dev);
-  const TensorView qv = TensorView::contiguous(q.ptr, ScalarType::kBFloat16, {T, H, D}, dev);
-  const TensorView ov = TensorView::contiguous(out.ptr, ScalarType::kBFloat16, {T, H, D}, dev);
-  const TensorView kv = TensorView::contiguous(key.ptr, ScalarType::kBFloat16, {T, KVH, D}, dev);
-  const TensorView vv = TensorView::contiguous(value.ptr, ScalarType::kBFloat16, {T, KVH, D}, dev);
+  cache.key = TensorView::contiguous(k_cache.data(), kv_type, {total_blocks, bs, KVH, D}, dev);
+  cache.value = TensorView::contiguous(v_cache.data(), kv_type, {total_blocks, bs, KVH, D}, dev);
+  const TensorView qv = TensorView::contiguous(q.data(), ScalarType::kBFloat16, {T, H, D}, dev);
+  const TensorView ov = TensorView::contiguous(out.data(), ScalarType::kBFloat16, {T, H, D}, dev);
+  const TensorView kv = TensorView::contiguous(key.data(), ScalarType::kBFloat16, {T, KVH, D}, dev);
+  const TensorView vv =
+      TensorView::contiguous(value.data(), ScalarType::kBFloat16, {T, KVH, D}, dev);
 
   const double flops_full = 4.0 * s.batch * H * static_cast<double>(q_len) * s.context * D;
   Result r;

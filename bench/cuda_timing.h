@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <vector>
+
+#include "attnkit/core/device_memory.h"
 
 namespace attnkit::bench {
 
@@ -21,13 +24,12 @@ inline void check(cudaError_t s, const char* what) {
   }
 }
 
-struct DeviceMem {
-  void* ptr = nullptr;
-  explicit DeviceMem(size_t bytes) { check(cudaMalloc(&ptr, bytes), "cudaMalloc"); }
-  ~DeviceMem() { cudaFree(ptr); }
-  DeviceMem(const DeviceMem&) = delete;
-  DeviceMem& operator=(const DeviceMem&) = delete;
-};
+// `bytes` of memory on CUDA device 0, owned (core/device_memory.h: the library's one owner
+// type; it throws Error when the device cannot give them).
+inline DeviceBuffer device_buffer(size_t bytes) {
+  static const std::unique_ptr<DeviceMemory> memory = make_cuda_memory(0);
+  return DeviceBuffer(*memory, bytes);
+}
 
 // Fills `bytes` of device memory with `pattern` repeated (the values only need to be
 // realistic, not independent, so a 16 MiB random pattern serves gigabytes of cache).
@@ -78,10 +80,11 @@ double median_ms(F&& run) {
 // Device-to-device copy of 2 GiB, counted as bytes read + written per second.
 inline double copy_bandwidth_gbs() {
   const size_t bytes = size_t{2} << 30;
-  DeviceMem src(bytes), dst(bytes);
-  check(cudaMemset(src.ptr, 1, bytes), "memset");
-  const double ms = median_ms(
-      [&](int) { check(cudaMemcpy(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice), "copy"); });
+  DeviceBuffer src = device_buffer(bytes), dst(bytes);
+  check(cudaMemset(src.data(), 1, bytes), "memset");
+  const double ms = median_ms([&](int) {
+    check(cudaMemcpy(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice), "copy");
+  });
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 

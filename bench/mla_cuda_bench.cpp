@@ -76,13 +76,13 @@ Result run_shape(const Shape& s, double copy_gbs, std::mt19937& rng) {
   const int sets = static_cast<int>(std::clamp<size_t>((size_t{2} << 30) / set_bytes + 1, 1, 8));
   const int total_blocks = sets * s.batch * blocks_per_seq;
 
-  DeviceMem cache(static_cast<size_t>(total_blocks) * block_bytes);
-  fill_random(cache.ptr, static_cast<size_t>(total_blocks) * block_bytes, s.fp8, rng);
-  DeviceMem q(static_cast<size_t>(T) * H * kLatent * 2),
-      out(static_cast<size_t>(T) * H * kRank * 2);
-  DeviceMem key(static_cast<size_t>(T) * kLatent * 2);
-  fill_random(q.ptr, static_cast<size_t>(T) * H * kLatent * 2, false, rng);
-  fill_random(key.ptr, static_cast<size_t>(T) * kLatent * 2, false, rng);
+  DeviceBuffer cache = device_buffer(static_cast<size_t>(total_blocks) * block_bytes);
+  fill_random(cache.data(), static_cast<size_t>(total_blocks) * block_bytes, s.fp8, rng);
+  DeviceBuffer q = device_buffer(static_cast<size_t>(T) * H * kLatent * 2),
+               out = device_buffer(static_cast<size_t>(T) * H * kRank * 2);
+  DeviceBuffer key = device_buffer(static_cast<size_t>(T) * kLatent * 2);
+  fill_random(q.data(), static_cast<size_t>(T) * H * kLatent * 2, false, rng);
+  fill_random(key.data(), static_cast<size_t>(T) * kLatent * 2, false, rng);
 
   AttentionLayerParams layer;
   layer.kind = KvCacheKind::kMlaAttention;
@@ -137,12 +137,15 @@ Result run_shape(const Shape& s, double copy_gbs, std::mt19937& rng) {
   KvCacheTensors kv;
   kv.layout = KvLayout::kNHD;
   kv.block_size = kPage;
-  kv.key = TensorView::contiguous(cache.ptr, s.fp8 ? ScalarType::kFp8E4M3 : ScalarType::kBFloat16,
-                                  {total_blocks, kPage, 1, kLatent}, dev);
-  const TensorView qv = TensorView::contiguous(q.ptr, ScalarType::kBFloat16, {T, H, kLatent}, dev);
-  const TensorView ov = TensorView::contiguous(out.ptr, ScalarType::kBFloat16, {T, H, kRank}, dev);
+  kv.key =
+      TensorView::contiguous(cache.data(), s.fp8 ? ScalarType::kFp8E4M3 : ScalarType::kBFloat16,
+                             {total_blocks, kPage, 1, kLatent}, dev);
+  const TensorView qv =
+      TensorView::contiguous(q.data(), ScalarType::kBFloat16, {T, H, kLatent}, dev);
+  const TensorView ov =
+      TensorView::contiguous(out.data(), ScalarType::kBFloat16, {T, H, kRank}, dev);
   const TensorView keyv =
-      TensorView::contiguous(key.ptr, ScalarType::kBFloat16, {T, 1, kLatent}, dev);
+      TensorView::contiguous(key.data(), ScalarType::kBFloat16, {T, 1, kLatent}, dev);
 
   Result r;
   r.shape = s;
