@@ -3,8 +3,9 @@
 // (attnkit/kernels/paged_attention_params.h), dispatched once per call to the SIMD target
 // chosen by active_cpu_isa() (cpu_isa.h).
 
-#include "attnkit/kernels/paged_attention_params.h"
+#include "attnkit/kernels/cpu_cache_update.h"
 #include "attnkit/kernels/cpu_isa.h"
+#include "attnkit/kernels/paged_attention_params.h"
 #include "backends/cpu_flash/flash_plan.h"
 
 namespace attnkit::cpu {
@@ -20,10 +21,6 @@ void flash_attention(const PagedAttentionParams& p, const FlashPlan& plan, Flash
 // The same on an explicit target (which this CPU must run).
 void flash_attention(const PagedAttentionParams& p, const FlashPlan& plan, FlashWorkspace& ws,
                      CpuIsa isa);
-
-// Writes fresh K/V into the cache at the slot mapping (see CacheUpdateParams).
-void cache_update(const CacheUpdateParams& p);
-void cache_update(const CacheUpdateParams& p, CpuIsa isa);
 
 // Head sizes the kernels accept (both K and V): multiples of this.
 inline constexpr int kHeadSizeMultiple = 16;

@@ -30,10 +30,9 @@
 #include "attnkit/kernels/paged_attention_params.h"
 #include "backends/cpu_flash/flash_plan.h"
 #include "kernels/cpu/kv_tags.h"
+#include "kernels/cpu/row_io.h"
 
 // Requires `Ops` (the SIMD interface) declared in the including namespace.
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Key tiles ahead whose rows the bf16-dot path prefetches (into L2) while it works on the
 // current tile. Paged rows of one head are scattered (blocks in any order, rows of other
@@ -43,65 +42,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // K and V per head for d128 at bf16) measured best among 1, 2, 4, 6 and 8 on the Zen 4
 // machine of bench/results/cpu_flash.md (1 and 2 left the strided NHD case waiting).
 constexpr int kPrefetchTiles = 4;
-
-template <class Tag>
-const typename Tag::Storage* typed(const void* p) {
-  return static_cast<const typename Tag::Storage*>(p);
-}
-
-// Converts n (a multiple of Ops::kLanes) elements of `type` at src to fp32 at dst.
-inline void load_row_f32(attnkit::ScalarType type, const void* src, float* dst, int n) {
-  using attnkit::ScalarType;
-  using namespace attnkit::cpu;
-  constexpr int L = Ops::kLanes;
-  for (int c = 0; c < n; c += L) {
-    switch (type) {
-      case ScalarType::kFloat16:
-        Ops::store(dst + c, Ops::load_f32(KvF16{}, typed<KvF16>(src) + c));
-        break;
-      case ScalarType::kBFloat16:
-        Ops::store(dst + c, Ops::load_f32(KvBf16{}, typed<KvBf16>(src) + c));
-        break;
-      default:
-        Ops::store(dst + c, Ops::load_f32(KvF32{}, typed<KvF32>(src) + c));
-        break;
-    }
-  }
-}
-
-// Writes n fp32 values times `factor` as `type` (fp32, fp16 or bf16) at dst.
-inline void store_row(attnkit::ScalarType type, const float* src, float factor, void* dst, int n) {
-  using attnkit::ScalarType;
-  using namespace attnkit::cpu;
-  constexpr int L = Ops::kLanes;
-  const typename Ops::V f = Ops::set1(factor);
-  for (int c = 0; c < n; c += L) {
-    const typename Ops::V v = Ops::mul(Ops::load(src + c), f);
-    switch (type) {
-      case ScalarType::kFloat16:
-        Ops::store_as(KvF16{}, static_cast<uint16_t*>(dst) + c, v);
-        break;
-      case ScalarType::kBFloat16:
-        Ops::store_as(KvBf16{}, static_cast<uint16_t*>(dst) + c, v);
-        break;
-      default:
-        Ops::store_as(KvF32{}, static_cast<float*>(dst) + c, v);
-        break;
-    }
-  }
-}
-
-inline int64_t element_size(attnkit::ScalarType t) {
-  switch (t) {
-    case attnkit::ScalarType::kFloat32:
-      return 4;
-    case attnkit::ScalarType::kFloat16:
-    case attnkit::ScalarType::kBFloat16:
-      return 2;
-    default:
-      return 1;
-  }
-}
 
 template <class Kv, bool kDot>
 class ItemKernel {

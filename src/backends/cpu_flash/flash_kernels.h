@@ -13,8 +13,4 @@ void flash_attention_avx2(const PagedAttentionParams& p, const FlashPlan& plan, 
 void flash_attention_avx512(const PagedAttentionParams& p, const FlashPlan& plan,
                             FlashWorkspace& ws, bool bf16_dot);
 
-void cache_update_scalar(const CacheUpdateParams& p);
-void cache_update_avx2(const CacheUpdateParams& p);
-void cache_update_avx512(const CacheUpdateParams& p);
-
 }  // namespace attnkit::cpu

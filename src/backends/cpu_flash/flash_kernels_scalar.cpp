@@ -1,24 +1,32 @@
-// Flash-attention and cache-update kernels compiled for the portable fallback (baseline ISA).
-// See flash_kernel_impl.h for the algorithm; cpu_isa.h for how a target is chosen.
+// Flash-attention kernels compiled for the portable fallback (baseline ISA). See
+// flash_kernel_impl.h for the algorithm; kernels/cpu/target_begin.h for the per-target mechanism.
 
+#define ATTNKIT_CPU_TARGET_SCALAR
+#include "backends/cpu_flash/flash_kernels.h"
+#include "backends/cpu_flash/flash_plan.h"
 #include "kernels/cpu/isa_prelude.h"
+// The target region: everything below until target_end.h is compiled for this target.
+#include "kernels/cpu/target_begin.h"
 
-namespace attnkit::cpu::scalar_isa {
-#include "kernels/cpu/simd_scalar.h"
+#if ATTNKIT_TARGET_ENABLED
+
+namespace attnkit::cpu::ATTNKIT_TARGET_NS {
 // clang-format off
+#include ATTNKIT_TARGET_SIMD
 #include "backends/cpu_flash/flash_kernel_impl.h"
-#include "kernels/cpu/cache_update_impl.h"
 #include "backends/cpu_flash/flash_driver_impl.h"
 // clang-format on
-}  // namespace attnkit::cpu::scalar_isa
+}  // namespace attnkit::cpu::ATTNKIT_TARGET_NS
 
 namespace attnkit::cpu {
 
 void flash_attention_scalar(const PagedAttentionParams& p, const FlashPlan& plan,
                             FlashWorkspace& ws) {
-  scalar_isa::run_plan(p, plan, ws, false);
+  ATTNKIT_TARGET_NS::run_plan(p, plan, ws, false);
 }
 
-void cache_update_scalar(const CacheUpdateParams& p) { scalar_isa::run_cache_update(p); }
-
 }  // namespace attnkit::cpu
+
+#endif  // ATTNKIT_TARGET_ENABLED
+
+#include "kernels/cpu/target_end.h"

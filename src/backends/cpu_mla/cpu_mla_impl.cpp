@@ -8,7 +8,7 @@
 #include "attnkit/backend/forward_check.h"
 #include "attnkit/backend/paged_params.h"
 #include "attnkit/core/error.h"
-#include "backends/cpu_flash/flash_attention.h"
+#include "attnkit/kernels/cpu_cache_update.h"
 
 namespace attnkit::cpu_mla {
 namespace {

@@ -16,7 +16,7 @@
 // Finally each row is normalised into `out`, or (split-KV) its unnormalised output, m and l
 // go to the workspace for merge_mla_splits().
 
-// Requires `Ops` and backends/cpu_flash/flash_kernel_impl.h's helpers (typed, load_row_f32,
+// Requires `Ops` and kernels/cpu/row_io.h's helpers (typed, load_row_f32,
 // store_row, element_size) in the including namespace.
 
 template <class Kv>

@@ -1,22 +1,31 @@
 // MLA kernels compiled for the portable fallback (baseline ISA). See mla_kernel_impl.h for the
-// algorithm; attnkit/kernels/cpu_isa.h for how a target is chosen.
+// algorithm; kernels/cpu/target_begin.h for the per-target mechanism.
 
-#include "kernels/cpu/isa_prelude.h"
+#define ATTNKIT_CPU_TARGET_SCALAR
 #include "backends/cpu_mla/mla_attention.h"
 #include "backends/cpu_mla/mla_plan.h"
+#include "kernels/cpu/isa_prelude.h"
+// The target region: everything below until target_end.h is compiled for this target.
+#include "kernels/cpu/target_begin.h"
 
-namespace attnkit::cpu_mla::scalar_isa {
-#include "kernels/cpu/simd_scalar.h"
+#if ATTNKIT_TARGET_ENABLED
+
+namespace attnkit::cpu_mla::ATTNKIT_TARGET_NS {
 // clang-format off
-#include "backends/cpu_flash/flash_kernel_impl.h"
+#include ATTNKIT_TARGET_SIMD
+#include "kernels/cpu/row_io.h"
 #include "backends/cpu_mla/mla_kernel_impl.h"
 // clang-format on
-}  // namespace attnkit::cpu_mla::scalar_isa
+}  // namespace attnkit::cpu_mla::ATTNKIT_TARGET_NS
 
 namespace attnkit::cpu_mla {
 
 void mla_attention_scalar(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws) {
-  scalar_isa::run_mla(p, plan, ws);
+  ATTNKIT_TARGET_NS::run_mla(p, plan, ws);
 }
 
 }  // namespace attnkit::cpu_mla
+
+#endif  // ATTNKIT_TARGET_ENABLED
+
+#include "kernels/cpu/target_end.h"

@@ -6,7 +6,7 @@
 // goes element-wise through attnkit/core/numeric.h so it matches every other backend bit
 // for bit.
 
-// Requires `Ops` and flash_kernel_impl.h's helpers in the including namespace.
+// Requires `Ops` and row_io.h's helpers in the including namespace.
 
 template <class Src, class Dst>
 void write_row(const void* src, void* dst, int n, float scale) {

@@ -1,8 +1,9 @@
 #pragma once
-// Every header the per-ISA kernel files need, included BEFORE their target pragma: code
-// defined in these headers must stay compiled for the baseline ISA (it may be shared with
-// other translation units), and the kernel headers included inside the ISA namespace rely
-// on these being included already.
+// Every system and core header the per-ISA kernel files need, included BEFORE their target
+// region (target_begin.h): code defined in these headers must stay compiled for the
+// baseline ISA (it may be shared with other translation units), and the kernel headers
+// included inside the ISA namespace rely on these being included already. A backend's
+// per-ISA file includes its own headers (plan, entry points) itself, also before the region.
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -20,6 +21,4 @@
 #include "attnkit/core/enums.h"
 #include "attnkit/core/numeric.h"
 #include "attnkit/kernels/paged_attention_params.h"
-#include "backends/cpu_flash/flash_kernels.h"
-#include "backends/cpu_flash/flash_plan.h"
 #include "kernels/cpu/kv_tags.h"
