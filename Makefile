@@ -8,6 +8,7 @@
 #   make tsan          clang-14 ThreadSanitizer build (LLVM libomp + Archer), the threaded
 #                      CPU kernels, the KV cache (block pool) and the reliability tests
 #   make fuzz          every libFuzzer target for FUZZ_SECONDS seconds each (default 60)
+#   make tidy          clang-tidy over src/ and cli/ (.clang-tidy, scripts/clang_tidy.sh)
 # PRESET=debug, PRESET=asan or PRESET=tsan selects another CMake preset (CMakePresets.json).
 
 PRESET ?= default
@@ -23,7 +24,7 @@ CXX_SOURCES = $(shell find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.h
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test demo format format-check clean sanitize asan tsan fuzz
+.PHONY: all deps configure build test demo format format-check tidy clean sanitize asan tsan fuzz
 
 all: build
 
@@ -59,6 +60,9 @@ format-check: deps
 
 format: deps
 	clang-format -i $(CXX_SOURCES)
+
+tidy: deps
+	scripts/clang_tidy.sh
 
 clean:
 	rm -rf $(BUILD_DIR)

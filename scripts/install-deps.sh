@@ -17,6 +17,7 @@ packages=(
   libgmock-dev
   libbenchmark-dev
   clang-format
+  clang-tidy  # make tidy (clang-tidy-14, run-clang-tidy-14)
   # Sanitizers and fuzzing (make sanitize, make fuzz): clang-14 with its runtimes
   # (ASan/UBSan/TSan/libFuzzer) and LLVM's OpenMP runtime, whose Archer tool
   # (libarcher.so) makes OpenMP's synchronisation visible to ThreadSanitizer.
