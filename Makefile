@@ -9,6 +9,7 @@
 #                      CPU kernels, the KV cache (block pool) and the reliability tests
 #   make fuzz          every libFuzzer target for FUZZ_SECONDS seconds each (default 60)
 #   make check-layers  fail on an #include against the layers (scripts/check_layers.py)
+#   make tidy          clang-tidy over src/ and cli/ (.clang-tidy, scripts/clang_tidy.sh)
 # PRESET=debug, PRESET=asan or PRESET=tsan selects another CMake preset (CMakePresets.json).
 
 PRESET ?= default
@@ -24,7 +25,8 @@ CXX_SOURCES = $(shell find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.h
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test demo format format-check check-layers clean sanitize asan tsan fuzz
+.PHONY: all deps configure build test demo format format-check check-layers tidy clean sanitize \
+	asan tsan fuzz
 
 all: build
 
@@ -63,6 +65,9 @@ check-layers:
 
 format: deps
 	clang-format -i $(CXX_SOURCES)
+
+tidy: deps
+	scripts/clang_tidy.sh
 
 clean:
 	rm -rf $(BUILD_DIR)

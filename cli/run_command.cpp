@@ -96,7 +96,8 @@ class Progress {
     if (tty_) {
       constexpr int kWidth = 30;
       const double frac = p.tokens_total > 0
-                              ? std::min(1.0, static_cast<double>(p.tokens_done) / p.tokens_total)
+                              ? std::min(1.0, static_cast<double>(p.tokens_done) /
+                                                  static_cast<double>(p.tokens_total))
                               : 1.0;
       const int filled = static_cast<int>(frac * kWidth);
       std::fprintf(stderr, "\r[%s%s] %3d%%  %d/%d requests  %ld tokens  step %d",

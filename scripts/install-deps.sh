@@ -17,6 +17,7 @@ packages=(
   libgmock-dev
   libbenchmark-dev
   clang-format
+  clang-tidy  # make tidy (clang-tidy-14, run-clang-tidy-14)
   # scripts/check_layers.py (make check-layers)
   python3
   # Sanitizers and fuzzing (make sanitize, make fuzz): clang-14 with its runtimes

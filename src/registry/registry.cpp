@@ -100,7 +100,7 @@ std::string BackendRegistry::valid_options() const {
 }
 
 std::string BackendRegistry::canonical_name_locked(std::string_view name) const {
-  const std::string upper = to_upper(name);
+  std::string upper = to_upper(name);  // not const: returned by move
   if (find_locked(upper) != nullptr) return upper;
   if (upper == kCustomBackendName) {
     throw Error(ErrorCode::kNotFound, "Backend CUSTOM must be registered before use");
