@@ -1,7 +1,5 @@
 #include "attnkit/backend/paged_params.h"
 
-#include "attnkit/kv_cache/block_pool.h"
-
 namespace attnkit {
 namespace {
 
@@ -80,9 +78,9 @@ PagedAttentionParams paged_params_for(const ForwardArgs& a) {
     p.v_head_stride = vs.head;
   }
   // A batch whose requests need no block (empty, or all of length 0) has an empty table;
-  // the kernels still need a non-null pointer to know they run paged.
-  static constexpr int32_t kNoBlocks[1] = {BlockPool::kNullBlock};
-  p.block_table = c.block_table.empty() ? kNoBlocks : c.block_table.data();
+  // the kernels still need a non-null pointer to know they run paged: a one-entry table
+  // holding the null block (the metadata's own field, alive as long as its table).
+  p.block_table = c.block_table.empty() ? &c.null_block_id : c.block_table.data();
   p.block_table_stride = c.max_blocks_per_req;
   p.block_size = c.block_size;
   return p;
