@@ -6,6 +6,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/kv_cache/spec_factory.h"
+#include "attnkit/selector/layer_config.h"
 
 namespace attnkit {
 
@@ -47,7 +48,7 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
           selector_config(layer, out.dtype, out.kv_cache_dtype, request.block_size);
       try {
         outcome.selection = selector.select(config, request.platform);
-        std::shared_ptr<const AttentionBackend> backend = registry.get(outcome.selection->backend);
+        std::shared_ptr<const AttentionBackend> backend = outcome.selection->chosen;
         LayerKvInput input;
         input.layer_index = layer.index;
         input.spec = spec_for_layer(config, model.max_encoder_len);
