@@ -4,12 +4,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <utility>
 
 #include "attnkit/backend/paged_params.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/options.h"
 
 namespace attnkit {
 namespace {
@@ -41,14 +41,6 @@ void require(bool ok, std::string_view backend, fmt::format_string<Args...> form
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: {}", backend, fmt::format(format, std::forward<Args>(args)...)));
   }
-}
-
-bool parse_checked(std::string_view text) {
-  if (text == "1" || text == "on" || text == "true") return true;
-  if (text == "0" || text == "off" || text == "false") return false;
-  throw Error(
-      ErrorCode::kInvalidArgument,
-      fmt::format("ATTNKIT_CHECKED={} is not valid (valid: 1, 0, on, off, true, false)", text));
 }
 
 const char* device_name(DeviceType type) {
@@ -190,9 +182,7 @@ void check_slots_against_table(const ForwardArgs& a, const ForwardCheckOptions& 
 
 bool checked_mode_default() {
   static const bool value = [] {
-    if (const char* env = std::getenv("ATTNKIT_CHECKED"); env != nullptr && *env != '\0') {
-      return parse_checked(env);
-    }
+    if (const std::optional<bool> set = option_switch(Option::kChecked)) return *set;
 #ifdef NDEBUG
     return false;
 #else
