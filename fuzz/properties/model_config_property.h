@@ -7,6 +7,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/model/model_loader.h"
+#include "attnkit/selector/layer_config.h"
 #include "properties/property_violation.h"
 
 namespace attnkit::fuzz {

@@ -78,10 +78,9 @@ PagedAttentionParams paged_params_for(const ForwardArgs& a) {
     p.v_head_stride = vs.head;
   }
   // A batch whose requests need no block (empty, or all of length 0) has an empty table;
-  // the kernels still need a non-null pointer to know they run paged.
-  // It is never read (no request has a block), so any id will do.
-  static constexpr int32_t kNoBlocks[1] = {0};
-  p.block_table = c.block_table.empty() ? kNoBlocks : c.block_table.data();
+  // the kernels still need a non-null pointer to know they run paged: a one-entry table
+  // holding the null block (the metadata's own field, alive as long as its table).
+  p.block_table = c.block_table.empty() ? &c.null_block_id : c.block_table.data();
   p.block_table_stride = c.max_blocks_per_req;
   p.block_size = c.block_size;
   return p;

@@ -2,25 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "attnkit/core/layer_kind.h"
+
 namespace attnkit {
 
 KvCacheKind kind_of(const SelectorConfig& c) {
-  switch (c.attn_type) {
-    case AttentionType::kEncoder:
-    case AttentionType::kEncoderOnly:
-      return KvCacheKind::kEncoderOnlyAttention;
-    case AttentionType::kEncoderDecoder:
-      return KvCacheKind::kCrossAttention;
-    case AttentionType::kDecoder:
-      break;
-  }
-  if (c.use_mla) {
-    return c.sliding_window ? KvCacheKind::kSlidingWindowMla : KvCacheKind::kMlaAttention;
-  }
-  if (c.sliding_window) return KvCacheKind::kSlidingWindow;
-  if (c.chunk_size) return KvCacheKind::kChunkedLocalAttention;
-  if (c.has_sinks) return KvCacheKind::kSinkFullAttention;
-  return KvCacheKind::kFullAttention;
+  return layer_kind({c.attn_type, c.use_mla, c.sliding_window.has_value(), c.chunk_size.has_value(),
+                     c.has_sinks});
 }
 
 std::string SelectorConfig::describe() const {

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/options.h"
 #include "attnkit/kv_cache/spec_factory.h"
+#include "attnkit/selector/layer_config.h"
 
 namespace attnkit {
 
@@ -47,7 +49,7 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
           selector_config(layer, out.dtype, out.kv_cache_dtype, request.block_size);
       try {
         outcome.selection = selector.select(config, request.platform);
-        std::shared_ptr<const AttentionBackend> backend = registry.get(outcome.selection->backend);
+        std::shared_ptr<const AttentionBackend> backend = outcome.selection->chosen;
         LayerKvInput input;
         input.layer_index = layer.index;
         input.spec = spec_for_layer(config, model.max_encoder_len);
@@ -66,6 +68,19 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
       }
     }
     out.layers.push_back(std::move(outcome));
+  }
+
+  for (const LayerOutcome& outcome : out.layers) {
+    if (outcome.selection == nullptr) continue;
+    const std::string& name = outcome.selection->backend;
+    if (out.kernel_variants.count(name) == 0) {
+      out.kernel_variants[name] = kernel_variant(name, request.platform);
+    }
+  }
+  for (const OptionInfo& info : all_options()) {
+    if (const std::optional<std::string> value = option_text(info.option)) {
+      out.options[std::string(info.name)] = *value;
+    }
   }
 
   // 2. The KV cache those choices shape.

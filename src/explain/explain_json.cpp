@@ -118,6 +118,8 @@ nlohmann::json to_json(const Explanation& e) {
       {"block_size", or_null(e.block_size)},
       {"attention_config", to_json(e.attention)},
       {"warnings", e.warnings},
+      {"kernel_variants", e.kernel_variants},
+      {"options", e.options},
       {"layers", layers},
       {"kv_cache_groups", groups},
       {"page_size_bytes", e.kv_cache.page_size_bytes},

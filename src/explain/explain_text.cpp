@@ -250,6 +250,14 @@ std::string to_text(const Explanation& e) {
     for (const std::string& n : e.notes) out += fmt::format("  {}\n", n);
   }
   for (const std::string& w : e.warnings) out += fmt::format("Warning: {}\n", w);
+  for (const auto& [backend, variant] : e.kernel_variants) {
+    if (!variant.empty()) out += fmt::format("Kernels of {}: {}\n", backend, variant);
+  }
+  std::string options;
+  for (const auto& [name, value] : e.options) {
+    options += fmt::format("{}{}={}", options.empty() ? "" : " ", name, value);
+  }
+  out += fmt::format("Options: {}\n", options.empty() ? "defaults (docs/options.md)" : options);
   append_layers(e, out);
   append_kv_groups(e, out);
   append_reasons(e, out);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/layer_kind.h"
 #include "model/config_reader.h"
 #include "model/embedded_models.h"
 #include "model/families.h"
@@ -96,7 +97,9 @@ ModelDescription parse_model_config(const nlohmann::json& config, std::string_vi
 
   for (LayerSpec& layer : desc.layers) {
     if (layer.is_attention) {
-      layer.kind = kind_of(selector_config(layer, DType::kBFloat16, KvCacheDType::kAuto));
+      layer.kind =
+          layer_kind({layer.attn_type, layer.mla.has_value(), layer.sliding_window.has_value(),
+                      layer.chunk_size.has_value(), layer.has_sinks});
     }
   }
   return desc;

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/options.h"
 #include "plugin/plugin_backend.h"
 #include "plugin/plugin_library.h"
 
@@ -153,12 +154,12 @@ std::vector<PluginLoadReport> load_plugins(std::string_view path_list, BackendRe
 
 std::vector<PluginLoadReport> load_plugins_from_environment(BackendRegistry& registry,
                                                             const PluginLoadOptions& options) {
-  const char* value = std::getenv(std::string(kPluginPathEnv).c_str());
-  if (value == nullptr || *value == '\0') return {};
+  const std::optional<std::string> value = option_text(Option::kPluginPath);
+  if (!value) return {};
   try {
-    return load_plugins(value, registry, options);
+    return load_plugins(*value, registry, options);
   } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("{} (from {}={})", e.what(), kPluginPathEnv, value));
+    throw Error(e.code(), fmt::format("{} (from {}={})", e.what(), kPluginPathEnv, *value));
   }
 }
 

@@ -8,6 +8,7 @@
 #include "attnkit/backend/forward_check.h"
 #include "attnkit/core/error.h"
 #include "attnkit/kv_cache/spec_factory.h"
+#include "attnkit/selector/layer_config.h"
 #include "runtime/runner_impl.h"
 
 namespace attnkit {
@@ -78,7 +79,7 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
                               spec.index, spec.name, layer.selection->backend,
                               layer.selection->binary_reason.value_or("not runnable")));
     }
-    layer.backend = selector.registry().get(layer.selection->backend);
+    layer.backend = layer.selection->chosen;
     layer.params = layer_params(spec, dtype, options.kv_cache_dtype);
     layer.params.layer_index = spec.index;
     layer.params.checked = options.checked.has_value() ? *options.checked : checked_mode_default();

@@ -62,6 +62,9 @@ struct ModelRunner::Impl {
     });
   }
 
+  // One run of the step loop (runner_loop.cpp).
+  class StepLoop;
+
   void select_and_plan(const Selector& selector);
   RunReport run(std::span<const RequestSpec> requests);
 };

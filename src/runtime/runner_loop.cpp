@@ -86,11 +86,9 @@ QuerySite site_of(const AttentionLayerParams& layer, const StepRow& row) {
   return {row.request, row.position, row.seq_end};
 }
 
-}  // namespace
-
-RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
-  const auto wall_start = Clock::now();
-  const bool one_pass = encoder_only();
+// Encoder lengths fit the model; encoder-only models run each prompt in one pass.
+std::vector<RequestSpec> checked_requests(std::span<const RequestSpec> input,
+                                          const ModelDescription& model, bool one_pass) {
   std::vector<RequestSpec> requests(input.begin(), input.end());
   for (RequestSpec& r : requests) {
     if (model.is_encoder_decoder) {
@@ -108,6 +106,304 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
     }
     if (one_pass) r.output_len = 1;
   }
+  return requests;
+}
+
+}  // namespace
+
+// One run of the step loop over a runner's start-up state: its scheduler, block
+// accounting, verification statistics and the report it fills.
+class ModelRunner::Impl::StepLoop {
+ public:
+  StepLoop(Impl& runner, const std::vector<RequestSpec>& requests, bool one_pass, RunReport& report)
+      : r_(runner),
+        report_(report),
+        kv_(runner.kv_config, runner.num_blocks),
+        blocks_(kv_),
+        scheduler_(scheduler_options(runner.options, one_pass), blocks_),
+        verifier_(runner.gen),
+        group_peak_(runner.groups.size(), 0),
+        out_type_(scalar_type_of(runner.dtype)),
+        elem_(size_of(out_type_)) {
+    progress_.requests_total = report_.requests;
+    for (const RequestSpec& request : requests) {
+      scheduler_.add_request(request);
+      progress_.tokens_total += request.total_computed_tokens();
+      report_.generated_tokens += request.output_len;
+    }
+    for (Impl::Group& g : r_.groups) {
+      g.executed.clear();
+      g.forward_calls = 0;
+    }
+  }
+
+  // Steps until every request has finished.
+  void run_steps() {
+    while (!scheduler_.done()) {
+      auto t = Clock::now();
+      const SchedulerStep step = scheduler_.schedule();
+      if (step.empty()) break;
+      collect_rows(step);
+      build_group_metadata(step);
+      double engine = seconds_since(t);
+      record_block_peaks();
+      for (Impl::Layer& layer : r_.layers) {
+        if (!plans_[static_cast<size_t>(layer.group)].empty()) engine += run_layer(step, layer);
+      }
+      t = Clock::now();
+      scheduler_.finish_step(step);
+      engine += seconds_since(t);
+      report_progress(step, engine);
+    }
+    report_.preemptions = scheduler_.num_preemptions();
+  }
+
+  // The per-group part of the report, after run_steps().
+  void report_groups() {
+    for (size_t g = 0; g < r_.groups.size(); ++g) {
+      const KvCacheGroup& kg = r_.kv_config.groups[g];
+      GroupRunReport gr;
+      gr.id = kg.group_id;
+      gr.kind = kg.spec.kind;
+      gr.spec = kg.spec.describe();
+      gr.layers = kg.layer_indices;
+      gr.backends_planned = kg.backend_names();
+      std::vector<std::string> chosen_by;
+      for (const Impl::Layer& layer : r_.layers) {
+        if (layer.group != kg.group_id) continue;
+        const std::string why(to_string(layer.selection->chosen_by));
+        if (std::find(chosen_by.begin(), chosen_by.end(), why) == chosen_by.end()) {
+          chosen_by.push_back(why);
+        }
+      }
+      for (const std::string& why : chosen_by)
+        gr.chosen_by += (gr.chosen_by.empty() ? "" : "+") + why;
+      gr.backends_executed.assign(r_.groups[g].executed.begin(), r_.groups[g].executed.end());
+      gr.block_size = kg.has_cache() ? kg.cache_block_size() : 0;
+      gr.kernel_block_size = kg.kernel_block_size;
+      gr.blocks_peak = group_peak_[g];
+      gr.blocks_total = report_.blocks_total;
+      gr.forward_calls = r_.groups[g].forward_calls;
+      report_.groups.push_back(std::move(gr));
+    }
+  }
+
+  // The verification summary, after run_steps() (when verification is on).
+  void report_verification() {
+    const VerifyOptions& o = r_.options.verify;
+    if (!o.enabled) return;
+    VerifyReport v;
+    v.tolerance = o.tolerance > 0 ? o.tolerance : default_tolerance(r_.dtype);
+    v.max_rel_error = stats_.max_rel_error();
+    v.rows_checked = stats_.rows_checked();
+    v.passed = v.rows_checked > 0 && v.max_rel_error <= v.tolerance;
+    v.samples_per_layer_step = o.samples_per_layer_step;
+    for (const auto& [kind, s] : stats_.by_kind()) {
+      v.by_kind.push_back({kind, s.max_rel_error, s.rows_checked, s.layer, s.request, s.position});
+    }
+    report_.verify = std::move(v);
+  }
+
+ private:
+  static SchedulerOptions scheduler_options(const RunnerOptions& options, bool one_pass) {
+    SchedulerOptions o = options.scheduler;
+    if (one_pass) o.chunked_prefill = false;
+    return o;
+  }
+
+  // Rows of this step (step_rows.h): decoder-side rows, and encoder rows of the requests
+  // whose encoder runs this step; token counts for the report.
+  void collect_rows(const SchedulerStep& step) {
+    dec_rows_.clear();
+    enc_rows_.clear();
+    dec_rows_.reserve(static_cast<size_t>(step.num_tokens));
+    for (const ScheduledChunk& c : step.chunks) {
+      const RequestSpec& r = scheduler_.request(c.request_id);
+      for (int j = 0; j < c.num_new; ++j) {
+        dec_rows_.push_back({r.id, c.num_computed + j, c.num_computed + c.num_new, r.encoder_len});
+      }
+      if (c.run_encoder) {
+        for (int e = 0; e < r.encoder_len; ++e) {
+          enc_rows_.push_back({r.id, e, r.encoder_len, r.encoder_len});
+        }
+        report_.encoder_tokens += r.encoder_len;
+      }
+      const bool decode = c.num_new == 1 && c.num_computed >= r.prompt_len;
+      (decode ? report_.decode_tokens : report_.prefill_tokens) += c.num_new;
+    }
+    report_.tokens += step.num_tokens;
+  }
+
+  // One CommonAttentionMetadata per group, one plan per (group, backend); a group with
+  // nothing to run this step has no plans.
+  void build_group_metadata(const SchedulerStep& step) {
+    const size_t num_groups = r_.groups.size();
+    commons_.assign(num_groups, CommonAttentionMetadata{});
+    plans_.assign(num_groups, {});
+    for (size_t g = 0; g < num_groups; ++g) {
+      const KvCacheGroup& kg = r_.kv_config.groups[g];
+      const bool cross = kg.spec.kind == KvCacheKind::kCrossAttention;
+      std::vector<ScheduledRequest> batch;
+      for (const ScheduledChunk& c : step.chunks) {
+        const RequestSpec& r = scheduler_.request(c.request_id);
+        if (r_.groups[g].encoder_pass) {
+          if (c.run_encoder) batch.push_back({0, r.encoder_len, {}, 0, false});
+          continue;
+        }
+        ScheduledRequest s;
+        s.num_computed_tokens = c.num_computed;
+        s.num_new_tokens = c.num_new;
+        if (kg.has_cache()) s.block_table = kv_.block_table(r.id, static_cast<int>(g));
+        s.encoder_len = cross ? r.encoder_len : 0;
+        s.write_encoder_kv = cross && c.run_encoder;
+        batch.push_back(s);
+      }
+      if (batch.empty()) continue;
+      commons_[g] = build_common_metadata(kg, batch);
+      for (auto& [name, builder] : r_.groups[g].builders) {
+        plans_[g][name] = &builder->build(commons_[g]);
+      }
+    }
+  }
+
+  void record_block_peaks() {
+    const std::vector<int> held = blocks_.blocks_per_group();
+    for (size_t g = 0; g < r_.groups.size(); ++g) {
+      group_peak_[g] = std::max(group_peak_[g], held[g]);
+    }
+    report_.blocks_peak = std::max(report_.blocks_peak, blocks_.blocks_in_use());
+  }
+
+  // Runs one layer's forward over synthetic Q/K/V, checks and verifies its output, and
+  // returns the seconds the forward call took.
+  double run_layer(const SchedulerStep& step, Impl::Layer& layer) {
+    const auto g = static_cast<size_t>(layer.group);
+    const AttentionLayerParams& p = layer.params;
+    const std::vector<StepRow>& rows = layer.encoder_pass() ? enc_rows_ : dec_rows_;
+    const bool cross = p.attn_type == AttentionType::kEncoderDecoder;
+    const std::vector<StepRow>& kv_rows = cross ? enc_rows_ : rows;
+    const TokenSource qsrc = query_source(p), ksrc = key_source(p);
+    const int idx = p.layer_index;
+    const auto num_rows = static_cast<int64_t>(rows.size());
+
+    const HostTensor q =
+        generate_rows(r_.gen, QkvStream::kQuery, qsrc, idx, rows, p.num_heads, p.head_size);
+    HostTensor k, v;
+    if (!kv_rows.empty()) {
+      k = generate_rows(r_.gen, QkvStream::kKey, ksrc, idx, kv_rows, p.num_kv_heads, p.head_size);
+      if (!p.use_mla) {
+        v = generate_rows(r_.gen, QkvStream::kValue, ksrc, idx, kv_rows, p.num_kv_heads,
+                          p.head_size_v);
+      }
+    }
+    const HostTensor out(out_type_, {num_rows, p.num_heads, p.head_size_v});
+
+    // On a CUDA platform the copies in and out are not attention time; the wait is.
+    DeviceIo& io = *r_.io;
+    const TensorView qd = io.stage(q, 0), kd = io.stage(k, 1), vd = io.stage(v, 2);
+    const TensorView od = io.scratch(out, 3);
+    const AttentionMetadata& plan = *plans_[g].at(std::string(layer.backend->name()));
+    std::vector<NonFiniteRows> non_finite;
+    const auto t = Clock::now();
+    try {
+      layer.impl->forward(qd, kd, vd, r_.storage->tensors(idx), plan, od);
+    } catch (const NonFiniteOutputError& e) {
+      non_finite = e.rows();  // reported below by request id; the output is complete
+    }
+    io.synchronize();
+    const double forward_seconds = seconds_since(t);
+    io.fetch(od, out);
+    if (non_finite.empty() && checked_mode(p)) {
+      non_finite = find_non_finite_rows(out.view(), plan.common());
+    }
+    if (!non_finite.empty()) {
+      throw_non_finite(step.step, idx, layer.impl->backend_name(), rows, non_finite,
+                       plan.common().num_reqs);
+    }
+    report_.attention_seconds += forward_seconds;
+    r_.groups[g].executed.insert(std::string(layer.impl->backend_name()));
+    report_.output_checksum = fold_bytes(report_.output_checksum, out);
+    ++r_.groups[g].forward_calls;
+    report_.attention_bytes += bytes_moved(step, layer, num_rows, kv_rows.size());
+    if (r_.options.verify.enabled) verify_rows(step, layer, rows, out);
+    return forward_seconds;
+  }
+
+  // Bytes one forward call moves: queries, outputs, fresh K/V, and the cached keys it reads.
+  double bytes_moved(const SchedulerStep& step, const Impl::Layer& layer, int64_t num_rows,
+                     size_t num_kv_rows) const {
+    const AttentionLayerParams& p = layer.params;
+    const bool cross = p.attn_type == AttentionType::kEncoderDecoder;
+    const double kv_token_bytes =
+        layer.kv_spec.has_cache()
+            ? static_cast<double>(layer.kv_spec.bytes_per_token())
+            : static_cast<double>(p.num_kv_heads) * (p.head_size + p.head_size_v) * elem_;
+    double bytes =
+        static_cast<double>(num_rows) * p.num_heads * (p.head_size + p.head_size_v) * elem_ +
+        static_cast<double>(num_kv_rows) * kv_token_bytes;
+    for (const ScheduledChunk& c : step.chunks) {
+      const RequestSpec& r = scheduler_.request(c.request_id);
+      double keys = 0;
+      if (layer.encoder_pass()) {
+        keys = c.run_encoder ? r.encoder_len : 0;
+      } else if (cross) {
+        keys = r.encoder_len;
+      } else if (layer.kv_spec.has_cache()) {
+        keys = c.num_computed + c.num_new - first_needed_position(layer.kv_spec, c.num_computed);
+      } else {
+        keys = c.num_new;
+      }
+      bytes += keys * kv_token_bytes;
+    }
+    return bytes;
+  }
+
+  // Compares the sampled output rows with the dense verifier's.
+  void verify_rows(const SchedulerStep& step, const Impl::Layer& layer,
+                   const std::vector<StepRow>& rows, const HostTensor& out) {
+    const AttentionLayerParams& p = layer.params;
+    const int idx = p.layer_index;
+    for (const int row :
+         rows_to_verify(static_cast<int>(rows.size()), r_.options.verify.samples_per_layer_step,
+                        r_.gen.seed(), step.step, idx)) {
+      const QuerySite site = site_of(p, rows[static_cast<size_t>(row)]);
+      const double err =
+          row_relative_error(read_row(out.view(), row), verifier_.expected_output(p, site));
+      stats_.add(layer.spec.kind, err, idx, site);
+    }
+  }
+
+  void report_progress(const SchedulerStep& step, double engine_seconds) {
+    report_.engine_seconds += engine_seconds;
+    ++report_.steps;
+    progress_.step = step.step;
+    progress_.steps_run = report_.steps;
+    progress_.requests_finished = scheduler_.num_finished();
+    progress_.tokens_done = report_.tokens;
+    if (r_.options.on_step) r_.options.on_step(progress_);
+  }
+
+  Impl& r_;
+  RunReport& report_;
+  KvCacheManager kv_;
+  ManagerBlockAllocator blocks_;
+  Scheduler scheduler_;
+  StepProgress progress_;
+  const DenseVerifier verifier_;
+  VerificationStats stats_;
+  std::vector<int> group_peak_;
+  const ScalarType out_type_;
+  const size_t elem_;
+  // This step's rows and per-group metadata (collect_rows, build_group_metadata).
+  std::vector<StepRow> dec_rows_, enc_rows_;
+  std::vector<CommonAttentionMetadata> commons_;
+  std::vector<std::map<std::string, const AttentionMetadata*>> plans_;
+};
+
+RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
+  const auto wall_start = Clock::now();
+  const bool one_pass = encoder_only();
+  const std::vector<RequestSpec> requests = checked_requests(input, model, one_pass);
 
   RunReport report;
   report.model = model.name;
@@ -125,225 +421,14 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
   report.kv_cache_bytes = storage->total_bytes();
   report.num_attention_layers = static_cast<int>(layers.size());
 
-  KvCacheManager kv(kv_config, num_blocks);
-  ManagerBlockAllocator blocks(kv);
-  SchedulerOptions scheduler_options = options.scheduler;
-  if (one_pass) scheduler_options.chunked_prefill = false;
-  Scheduler scheduler(scheduler_options, blocks);
-  StepProgress progress;
-  progress.requests_total = report.requests;
-  for (const RequestSpec& r : requests) {
-    scheduler.add_request(r);
-    progress.tokens_total += r.total_computed_tokens();
-    report.generated_tokens += r.output_len;
-  }
-  for (Group& g : groups) {
-    g.executed.clear();
-    g.forward_calls = 0;
-  }
-
-  const DenseVerifier verifier(gen);
-  VerificationStats stats;
-  std::vector<int> group_peak(groups.size(), 0);
-  const ScalarType out_type = scalar_type_of(dtype);
-  const size_t elem = size_of(out_type);
-
-  while (!scheduler.done()) {
-    auto t = Clock::now();
-    const SchedulerStep step = scheduler.schedule();
-    if (step.empty()) break;
-    // Rows of this step (step_rows.h) and the per-group batches.
-    std::vector<StepRow> dec_rows, enc_rows;
-    dec_rows.reserve(static_cast<size_t>(step.num_tokens));
-    for (const ScheduledChunk& c : step.chunks) {
-      const RequestSpec& r = scheduler.request(c.request_id);
-      for (int j = 0; j < c.num_new; ++j) {
-        dec_rows.push_back({r.id, c.num_computed + j, c.num_computed + c.num_new, r.encoder_len});
-      }
-      if (c.run_encoder) {
-        for (int e = 0; e < r.encoder_len; ++e) {
-          enc_rows.push_back({r.id, e, r.encoder_len, r.encoder_len});
-        }
-        report.encoder_tokens += r.encoder_len;
-      }
-      const bool decode = c.num_new == 1 && c.num_computed >= r.prompt_len;
-      (decode ? report.decode_tokens : report.prefill_tokens) += c.num_new;
-    }
-    report.tokens += step.num_tokens;
-
-    // One CommonAttentionMetadata per group, one plan per (group, backend).
-    std::vector<CommonAttentionMetadata> commons(groups.size());
-    std::vector<std::map<std::string, const AttentionMetadata*>> plans(groups.size());
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const KvCacheGroup& kg = kv_config.groups[g];
-      const bool cross = kg.spec.kind == KvCacheKind::kCrossAttention;
-      std::vector<ScheduledRequest> batch;
-      for (const ScheduledChunk& c : step.chunks) {
-        const RequestSpec& r = scheduler.request(c.request_id);
-        if (groups[g].encoder_pass) {
-          if (c.run_encoder) batch.push_back({0, r.encoder_len, {}, 0, false});
-          continue;
-        }
-        ScheduledRequest s;
-        s.num_computed_tokens = c.num_computed;
-        s.num_new_tokens = c.num_new;
-        if (kg.has_cache()) s.block_table = kv.block_table(r.id, static_cast<int>(g));
-        s.encoder_len = cross ? r.encoder_len : 0;
-        s.write_encoder_kv = cross && c.run_encoder;
-        batch.push_back(s);
-      }
-      if (batch.empty()) continue;
-      commons[g] = build_common_metadata(kg, batch);
-      for (auto& [name, builder] : groups[g].builders) plans[g][name] = &builder->build(commons[g]);
-    }
-    double engine = seconds_since(t);
-
-    const std::vector<int> held = blocks.blocks_per_group();
-    for (size_t g = 0; g < groups.size(); ++g) group_peak[g] = std::max(group_peak[g], held[g]);
-    report.blocks_peak = std::max(report.blocks_peak, blocks.blocks_in_use());
-
-    for (Layer& layer : layers) {
-      const auto g = static_cast<size_t>(layer.group);
-      if (plans[g].empty()) continue;  // nothing for this group this step
-      const AttentionLayerParams& p = layer.params;
-      const std::vector<StepRow>& rows = layer.encoder_pass() ? enc_rows : dec_rows;
-      const bool cross = p.attn_type == AttentionType::kEncoderDecoder;
-      const std::vector<StepRow>& kv_rows = cross ? enc_rows : rows;
-      const TokenSource qsrc = query_source(p), ksrc = key_source(p);
-      const int idx = p.layer_index;
-      const auto num_rows = static_cast<int64_t>(rows.size());
-
-      const HostTensor q =
-          generate_rows(gen, QkvStream::kQuery, qsrc, idx, rows, p.num_heads, p.head_size);
-      HostTensor k, v;
-      if (!kv_rows.empty()) {
-        k = generate_rows(gen, QkvStream::kKey, ksrc, idx, kv_rows, p.num_kv_heads, p.head_size);
-        if (!p.use_mla) {
-          v = generate_rows(gen, QkvStream::kValue, ksrc, idx, kv_rows, p.num_kv_heads,
-                            p.head_size_v);
-        }
-      }
-      const HostTensor out(out_type, {num_rows, p.num_heads, p.head_size_v});
-
-      // On a CUDA platform the copies in and out are not attention time; the wait is.
-      const TensorView qd = io->stage(q, 0), kd = io->stage(k, 1), vd = io->stage(v, 2);
-      const TensorView od = io->scratch(out, 3);
-      const AttentionMetadata& plan = *plans[g].at(std::string(layer.backend->name()));
-      std::vector<NonFiniteRows> non_finite;
-      t = Clock::now();
-      try {
-        layer.impl->forward(qd, kd, vd, storage->tensors(idx), plan, od);
-      } catch (const NonFiniteOutputError& e) {
-        non_finite = e.rows();  // reported below by request id; the output is complete
-      }
-      io->synchronize();
-      const double forward_seconds = seconds_since(t);
-      io->fetch(od, out);
-      if (non_finite.empty() && checked_mode(p)) {
-        non_finite = find_non_finite_rows(out.view(), plan.common());
-      }
-      if (!non_finite.empty()) {
-        throw_non_finite(step.step, idx, layer.impl->backend_name(), rows, non_finite,
-                         plan.common().num_reqs);
-      }
-      report.attention_seconds += forward_seconds;
-      engine += forward_seconds;
-      groups[g].executed.insert(std::string(layer.impl->backend_name()));
-      report.output_checksum = fold_bytes(report.output_checksum, out);
-      ++groups[g].forward_calls;
-
-      // Bytes the call moves: queries, outputs, fresh K/V, and the cached keys it reads.
-      const double kv_token_bytes =
-          layer.kv_spec.has_cache()
-              ? static_cast<double>(layer.kv_spec.bytes_per_token())
-              : static_cast<double>(p.num_kv_heads) * (p.head_size + p.head_size_v) * elem;
-      double bytes =
-          static_cast<double>(num_rows) * p.num_heads * (p.head_size + p.head_size_v) * elem +
-          static_cast<double>(kv_rows.size()) * kv_token_bytes;
-      for (const ScheduledChunk& c : step.chunks) {
-        const RequestSpec& r = scheduler.request(c.request_id);
-        double keys = 0;
-        if (layer.encoder_pass()) {
-          keys = c.run_encoder ? r.encoder_len : 0;
-        } else if (cross) {
-          keys = r.encoder_len;
-        } else if (layer.kv_spec.has_cache()) {
-          keys = c.num_computed + c.num_new - first_needed_position(layer.kv_spec, c.num_computed);
-        } else {
-          keys = c.num_new;
-        }
-        bytes += keys * kv_token_bytes;
-      }
-      report.attention_bytes += bytes;
-
-      if (options.verify.enabled) {
-        for (const int row :
-             rows_to_verify(static_cast<int>(num_rows), options.verify.samples_per_layer_step,
-                            gen.seed(), step.step, idx)) {
-          const QuerySite site = site_of(p, rows[static_cast<size_t>(row)]);
-          const double err =
-              row_relative_error(read_row(out.view(), row), verifier.expected_output(p, site));
-          stats.add(layer.spec.kind, err, idx, site);
-        }
-      }
-    }
-
-    t = Clock::now();
-    scheduler.finish_step(step);
-    engine += seconds_since(t);
-    report.engine_seconds += engine;
-    ++report.steps;
-    progress.step = step.step;
-    progress.steps_run = report.steps;
-    progress.requests_finished = scheduler.num_finished();
-    progress.tokens_done = report.tokens;
-    if (options.on_step) options.on_step(progress);
-  }
-
-  report.preemptions = scheduler.num_preemptions();
+  StepLoop loop(*this, requests, one_pass, report);
+  loop.run_steps();
   report.wall_seconds = seconds_since(wall_start);
   report.tokens_per_s = report.engine_seconds > 0 ? report.tokens / report.engine_seconds : 0.0;
   report.attention_gb_per_s =
       report.attention_seconds > 0 ? report.attention_bytes / report.attention_seconds / 1e9 : 0.0;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const KvCacheGroup& kg = kv_config.groups[g];
-    GroupRunReport gr;
-    gr.id = kg.group_id;
-    gr.kind = kg.spec.kind;
-    gr.spec = kg.spec.describe();
-    gr.layers = kg.layer_indices;
-    gr.backends_planned = kg.backend_names();
-    std::vector<std::string> chosen_by;
-    for (const Layer& layer : layers) {
-      if (layer.group != kg.group_id) continue;
-      const std::string why(to_string(layer.selection->chosen_by));
-      if (std::find(chosen_by.begin(), chosen_by.end(), why) == chosen_by.end()) {
-        chosen_by.push_back(why);
-      }
-    }
-    for (const std::string& why : chosen_by)
-      gr.chosen_by += (gr.chosen_by.empty() ? "" : "+") + why;
-    gr.backends_executed.assign(groups[g].executed.begin(), groups[g].executed.end());
-    gr.block_size = kg.has_cache() ? kg.cache_block_size() : 0;
-    gr.kernel_block_size = kg.kernel_block_size;
-    gr.blocks_peak = group_peak[g];
-    gr.blocks_total = report.blocks_total;
-    gr.forward_calls = groups[g].forward_calls;
-    report.groups.push_back(std::move(gr));
-  }
-  if (options.verify.enabled) {
-    VerifyReport v;
-    v.tolerance =
-        options.verify.tolerance > 0 ? options.verify.tolerance : default_tolerance(dtype);
-    v.max_rel_error = stats.max_rel_error();
-    v.rows_checked = stats.rows_checked();
-    v.passed = v.rows_checked > 0 && v.max_rel_error <= v.tolerance;
-    v.samples_per_layer_step = options.verify.samples_per_layer_step;
-    for (const auto& [kind, s] : stats.by_kind()) {
-      v.by_kind.push_back({kind, s.max_rel_error, s.rows_checked, s.layer, s.request, s.position});
-    }
-    report.verify = std::move(v);
-  }
+  loop.report_groups();
+  loop.report_verification();
   return report;
 }
 

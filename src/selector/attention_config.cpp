@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/options.h"
 
 namespace attnkit {
 namespace {
@@ -147,7 +148,8 @@ AttentionConfig apply_backend_env(AttentionConfig config, const char* env_value,
 }
 
 AttentionConfig apply_backend_env(AttentionConfig config, const BackendRegistry& registry) {
-  return apply_backend_env(std::move(config), std::getenv(kAttentionBackendEnvVar), registry);
+  const std::optional<std::string> value = option_text(Option::kAttentionBackend);
+  return apply_backend_env(std::move(config), value ? value->c_str() : nullptr, registry);
 }
 
 AttentionConfig load_attention_config(std::string_view text_or_path,

@@ -196,6 +196,7 @@ SelectionResult Selector::compute(const SelectorConfig& layer, const Platform& p
   }
 
   result.backend = chosen->backend;
+  result.chosen = registry_->get(result.backend);
   result.runnable = !chosen->binary_note.has_value();
   result.binary_reason = chosen->binary_note;
   return result;

@@ -78,6 +78,20 @@ TEST_F(Explain, Gemma3AutomaticSelectionPicksTheFirstValidBackendEverywhere) {
   EXPECT_NE(e.layers[0].selection, e.layers[5].selection);
 }
 
+TEST_F(Explain, ShowsTheKernelVariantOfEveryChosenBackendAndTheOptions) {
+  const Explanation e = run("gemma-3-1b-it");
+  ASSERT_EQ(e.kernel_variants.count("CPU_FLASH"), 1u);
+  EXPECT_EQ(e.kernel_variants.at("CPU_FLASH").rfind("cpu isa ", 0), 0u);
+  const std::string text = to_text(e);
+  EXPECT_NE(text.find("Kernels of CPU_FLASH: cpu isa "), std::string::npos) << text;
+  EXPECT_NE(text.find("Options: "), std::string::npos) << text;
+  const nlohmann::json j = to_json(e);
+  EXPECT_EQ(j["kernel_variants"]["CPU_FLASH"], e.kernel_variants.at("CPU_FLASH"));
+  EXPECT_TRUE(j["options"].is_object());
+  EXPECT_EQ(kernel_variant("REFERENCE", test_cpu()), "");
+  EXPECT_EQ(kernel_variant("CUDA_PAGED", described_cuda(8, 0)), "dependent launches off");
+}
+
 TEST_F(Explain, Gemma3PerKindChoiceSendsSlidingLayersToReference) {
   const Explanation e =
       run("gemma-3-1b-it", R"({"backend_per_kind": {"sliding_window": "REFERENCE"}})");

@@ -5,6 +5,7 @@
 
 #include "attnkit/kv_cache/spec_factory.h"
 #include "attnkit/model/model_loader.h"
+#include "attnkit/selector/layer_config.h"
 #include "kv_cache/kv_test_support.h"
 
 namespace attnkit {

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "attnkit/model/model_loader.h"
+#include "attnkit/selector/layer_config.h"
 #include "model_test_util.h"
 
 namespace attnkit {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "attnkit/core/error.h"
+#include "attnkit/selector/layer_config.h"
 #include "model_test_util.h"
 
 namespace attnkit {

@@ -4,6 +4,7 @@
 // those choices shape (groups, block sizes, layouts, page sizes, bytes per token).
 // The CLI prints to_text() or to_json(); the runtime and tests use explain() directly.
 
+#include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
@@ -49,7 +50,18 @@ struct Explanation {
   bool runnable = true;
   std::vector<std::string> notes;     // distinct binary reasons
   std::vector<std::string> warnings;  // the model's and the selector's, distinct
+  // Per chosen backend, the kernel variant that will run (kernel_variant()).
+  std::map<std::string, std::string> kernel_variants;
+  // Every option of core/options.h set in the environment: name -> value.
+  std::map<std::string, std::string> options;
 };
+
+// Which kernels `backend` runs on `platform` with this build and the options in force:
+// the CPU ISA for CPU_FLASH and CPU_MLA (e.g. "cpu isa avx2"); for CUDA_FLASH whether the
+// sm_90a wgmma prefill runs, and for the CUDA backends whether launches are dependent.
+// Empty for backends with one variant (REFERENCE, plugins). Throws the option's Error
+// when ATTNKIT_CPU_ISA names a target this CPU cannot run or an option has a bad value.
+std::string kernel_variant(std::string_view backend, const Platform& platform);
 
 // Selects a backend for every attention layer and plans the KV cache. Throws the
 // selector's and the planner's Errors (strict user choice that cannot serve a layer, no
@@ -64,7 +76,7 @@ std::string to_text(const Explanation& explanation);
 // For programs; the stable schema (null where a field does not apply):
 // {"model", "model_type", "architecture", "source", "platform", "platform_is_local",
 //  "runnable", "notes", "dtype", "kv_cache_dtype", "block_size", "attention_config",
-//  "warnings",
+//  "warnings", "kernel_variants": {"BACKEND": variant}, "options": {"NAME": value},
 //  "layers": [{"index", "name", "layer_type", "is_attention", "kind", "attn_type",
 //              "num_heads", "num_kv_heads", "head_size", "head_size_v", "scale",
 //              "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla",

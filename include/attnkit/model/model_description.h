@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "attnkit/backend/backend.h"
-#include "attnkit/backend/selector_config.h"
 #include "attnkit/core/enums.h"
 
 namespace attnkit {
@@ -39,7 +37,7 @@ struct LayerSpec {
   bool is_attention = true;
 
   AttentionType attn_type = AttentionType::kDecoder;
-  KvCacheKind kind = KvCacheKind::kFullAttention;  // kind_of(selector_config(*this))
+  KvCacheKind kind = KvCacheKind::kFullAttention;  // core/layer_kind.h
   int num_heads = 0;
   int num_kv_heads = 0;  // MLA: 1 (one latent vector per token)
   int head_size = 0;     // MLA: kv_lora_rank + qk_rope_head_dim
@@ -69,16 +67,6 @@ struct ModelDescription {
 
   int num_attention_layers() const;
 };
-
-// The selector's question for one attention layer. Throws Error(kInvalidArgument) for a
-// layer that is not attention.
-SelectorConfig selector_config(const LayerSpec& layer, DType dtype, KvCacheDType kv_cache_dtype,
-                               std::optional<int> block_size = std::nullopt);
-
-// What the layer's implementation receives. Sink logits are weights, not configuration:
-// for a layer with sinks the vector is sized num_heads and zero (a sink of logit 0) until
-// the caller loads the checkpoint's values. Throws like selector_config().
-AttentionLayerParams layer_params(const LayerSpec& layer, DType dtype, KvCacheDType kv_cache_dtype);
 
 // e.g. "sliding_window(512)", "chunked_local_attention(8192)", "full_attention",
 // "mla_attention", or "no attention (mamba)".

@@ -52,6 +52,9 @@ struct CandidateReport {
 
 struct SelectionResult {
   std::string backend;  // the chosen backend (canonical name)
+  // The chosen backend itself, as the registry held it at selection: what the runtime and
+  // explain build from (never looked up again by name).
+  std::shared_ptr<const AttentionBackend> chosen;
   ChosenBy chosen_by = ChosenBy::kAuto;
   // The user's choice for this layer ("auto" when none) and how it was to be honoured.
   std::string requested{kAutoBackend};

@@ -2,10 +2,10 @@
 
 #include <atomic>
 #include <cctype>
-#include <cstdlib>
 #include <string>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/options.h"
 
 namespace attnkit::cpu {
 namespace {
@@ -20,12 +20,13 @@ const CpuFeatures& local_features() {
 
 // The target named by ATTNKIT_CPU_ISA, read once; throws on a bad value each time asked.
 std::optional<CpuIsa> env_isa() {
-  static const std::string text = [] {
-    const char* value = std::getenv("ATTNKIT_CPU_ISA");
-    return std::string(value == nullptr ? "" : value);
-  }();
+  static const std::string text = option_text(Option::kCpuIsa).value_or("");
   if (text.empty()) return std::nullopt;
-  return parse_cpu_isa(text);
+  try {
+    return parse_cpu_isa(text);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string(e.what()) + " (from ATTNKIT_CPU_ISA)");
+  }
 }
 
 void require_supported(CpuIsa isa) {

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "attnkit/core/options.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace attnkit::cuda {
@@ -24,12 +25,11 @@ bool allow_dynamic_smem(void (*kernel)(Params...), size_t bytes) {
 }
 
 // Whether launches may be programmatic dependent launches: the device runs them (sm_90+)
-// and ATTNKIT_CUDA_DEPENDENT_LAUNCH is not "0" (the switch serves A/B measurements and
-// bisecting). Asked once per process.
+// and ATTNKIT_CUDA_DEPENDENT_LAUNCH (core/options.h) is not off (the switch serves A/B
+// measurements and bisecting). Asked once per process.
 inline bool dependent_launch_enabled() {
   static const bool enabled = [] {
-    const char* env = std::getenv("ATTNKIT_CUDA_DEPENDENT_LAUNCH");
-    if (env != nullptr && std::string_view(env) == "0") return false;
+    if (option_switch(Option::kCudaDependentLaunch) == false) return false;
     int device = 0, major = 0;
     ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
     ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));

@@ -9,6 +9,8 @@
 #include "backends/cuda/flash_wgmma_kernel.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
 
+#include "attnkit/core/options.h"
+
 namespace attnkit::cuda {
 namespace {
 
@@ -67,8 +69,7 @@ void launch_head_size(const PagedAttentionParams& p, const CudaWorkItem* items, 
 
 bool flash_wgmma_enabled() {
   static const bool enabled = [] {
-    const char* env = std::getenv("ATTNKIT_CUDA_FLASH_WGMMA");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    if (option_switch(Option::kCudaFlashWgmma) == false) return false;
     int device = 0, major = 0, minor = 0;
     ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
     ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));

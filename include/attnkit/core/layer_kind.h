@@ -1,0 +1,22 @@
+#pragma once
+// The KV-cache kind of an attention layer, from the facts that decide it; the one rule
+// behind kind_of(SelectorConfig) (backend/selector_config.h) and LayerSpec::kind
+// (model/model_description.h).
+
+#include "attnkit/core/enums.h"
+
+namespace attnkit {
+
+struct LayerKindFacts {
+  AttentionType attn_type = AttentionType::kDecoder;
+  bool use_mla = false;
+  bool sliding_window = false;
+  bool chunked = false;
+  bool has_sinks = false;
+};
+
+// Encoder self-attention -> encoder_only; cross -> cross_attention; else MLA (sliding or
+// not), sliding window, chunked local, sink full, full, in that order.
+KvCacheKind layer_kind(const LayerKindFacts& facts);
+
+}  // namespace attnkit

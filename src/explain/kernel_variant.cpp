@@ -1,0 +1,32 @@
+// Which kernel variant each built-in backend runs: the values below the selector that pick
+// kernels (the CPU ISA, the CUDA launch variants) as the kernels themselves resolve them.
+
+#include <string>
+#include <string_view>
+
+#include "attnkit/build_config.h"
+#include "attnkit/core/options.h"
+#include "attnkit/explain/explain.h"
+#include "attnkit/kernels/cpu_isa.h"
+
+namespace attnkit {
+
+std::string kernel_variant(std::string_view backend, const Platform& platform) {
+  if (backend == "CPU_FLASH" || backend == "CPU_MLA") {
+    return "cpu isa " + std::string(cpu::to_string(cpu::active_cpu_isa()));
+  }
+  if (backend.substr(0, 5) != "CUDA_") return {};
+  const int cc = platform.compute_capability();
+  // kernel_launch.cuh: dependent launches on sm_90+ unless the option turns them off.
+  const bool dependent = cc >= 90 && option_switch(Option::kCudaDependentLaunch) != false;
+  std::string variant = dependent ? "dependent launches on" : "dependent launches off";
+  if (backend == "CUDA_FLASH") {
+    // flash_wgmma.cu: the sm_90a prefill runs on 9.0 devices when built and not turned off.
+    const bool wgmma =
+        ATTNKIT_CUDA_SM90A && cc == 90 && option_switch(Option::kCudaFlashWgmma) != false;
+    variant = std::string(wgmma ? "wgmma prefill (sm_90a)" : "mma.sync prefill") + ", " + variant;
+  }
+  return variant;
+}
+
+}  // namespace attnkit
