@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One device call that re-proves a change on the GPU and measures it against a baseline
+# build in the same call: the CUDA test binaries (conformance against the fp64 oracle, the
+# GPU cases), compute-sanitizer memcheck and racecheck on a subset, `attnkit run --verify`
+# on the GPU for one model of each family, then the benchmarks of the baseline and of this
+# build alternating (base, new, base, new), so that "within noise" is measured in one run.
+#
+#   bench/gpu_compare_run.sh STAGE OUT
+#
+# STAGE holds bin/ (this build: attnkit, attnkit_backends_cuda*_tests,
+# attnkit_conformance_tests, cuda_attention_bench, mla_cuda_bench), base/ (the baseline's
+# cuda_attention_bench and mla_cuda_bench; optional) and lib/ (their shared libraries:
+# the device image has no fmt/spdlog/gtest packages). Logs go to OUT (8 files at most).
+set -u
+stage=$1
+out=$2
+export LD_LIBRARY_PATH="$stage/lib:${LD_LIBRARY_PATH:-}"
+summary=$out/summary.txt
+step() {  # name log limit command...
+  local name=$1 log=$2 limit=$3
+  shift 3
+  local t0=$SECONDS
+  echo "== $name: $*" >>"$out/$log"
+  timeout "$limit" "$@" >>"$out/$log" 2>&1
+  echo "== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$summary"
+}
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$summary"
+for t in "$stage"/bin/attnkit_backends_cuda*_tests; do
+  step "$(basename "$t")" tests.log 150 "$t"
+done
+step conformance_gpu tests.log 100 "$stage/bin/attnkit_conformance_tests" --gtest_filter='*Gpu*'
+grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran|SKIPPED \]" "$out/tests.log" | tee -a "$summary"
+subset='*DecodeSplitKvSixteenRows*:*MixedBatch*:*Sinks*:*KvFp8E4M3*:*EncoderOnlyContiguous*:*HndLayoutBlock32*:*PrefillCausalD128Bf16*:*SoftCap*:Mla/*DecodeH16Bf16Fp8:Mla/*PrefillH128'
+for tool in memcheck racecheck; do
+  for t in "$stage"/bin/attnkit_backends_cuda*_tests; do
+    step "$tool $(basename "$t")" sanitizers.log 90 compute-sanitizer --tool "$tool" \
+      --error-exitcode 9 "$t" --gtest_filter="$subset"
+  done
+done
+grep -h -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/sanitizers.log" | tee -a "$summary"
+for m in gemma-3-1b-it gpt-oss-20b llama-3.1-8b-instruct whisper-tiny deepseek-v2-lite; do
+  step "run $m" run.log 90 "$stage/bin/attnkit" run --model "$m" --platform cuda --verify \
+    --max-layers-per-kind 4
+done
+grep -E "^== run|verif|PASS|FAIL" "$out/run.log" | tee -a "$summary"
+for round in 1 2; do
+  for build in base bin; do
+    [ -x "$stage/$build/cuda_attention_bench" ] || continue
+    step "cuda_attention_bench $build round $round" "bench_$build.log" 120 \
+      "$stage/$build/cuda_attention_bench"
+    step "mla_cuda_bench $build round $round" "bench_$build.log" 90 "$stage/$build/mla_cuda_bench"
+  done
+done
+cat "$summary"
