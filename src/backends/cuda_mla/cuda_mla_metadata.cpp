@@ -5,7 +5,7 @@
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
-#include "backends/cuda/device_buffer.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/host_staging.h"
 #include "backends/cuda_mla/cuda_mla_plan.h"
 #include "backends/cuda_mla/mla_geometry.h"
