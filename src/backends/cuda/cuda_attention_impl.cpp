@@ -9,7 +9,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/device_buffer.h"
+#include "kernels/cuda/device_buffer.h"
 
 namespace attnkit::cuda {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
-#include "backends/cuda/device_buffer.h"
+#include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/host_staging.h"
 
 namespace attnkit::cuda {

@@ -32,11 +32,11 @@ class CudaMlaBackend final : public AttentionBackend {
   std::vector<std::string> check_combination(const SelectorConfig& c,
                                              const Platform& /*platform*/) const override {
     std::vector<std::string> reasons;
-    if (c.head_size_v != cuda_mla::kValueDim) {
+    if (c.head_size_v != kMlaValueDim) {
       reasons.push_back("head_size_v (kv_lora_rank) " + std::to_string(c.head_size_v) +
                         " not supported (supported: 512)");
     }
-    if (c.mla_rope_dim != 0 && c.mla_rope_dim != cuda_mla::kRopeDim) {
+    if (c.mla_rope_dim != 0 && c.mla_rope_dim != kMlaRopeDim) {
       reasons.push_back("MLA rope dim " + std::to_string(c.mla_rope_dim) +
                         " not supported (supported: 64)");
     }
@@ -65,7 +65,7 @@ const BackendCapabilities& cuda_mla_capabilities() {
     c.dtypes = {DType::kFloat16, DType::kBFloat16};
     c.kv_cache_dtypes = {KvCacheDType::kFloat16, KvCacheDType::kBFloat16, KvCacheDType::kFp8E4M3};
     // kv_lora_rank 512 + rope 64 (DeepSeek-V2/V3); V is the 512-wide latent prefix.
-    c.head_sizes = SizeRule::list({cuda_mla::kLatentDim});
+    c.head_sizes = SizeRule::list({kMlaLatentDim});
     c.separate_v_head_size = true;
     // Latent rows are addressed per key (one block-table lookup per key), so any page size
     // works; 64 is DeepSeek's (and FlashMLA's) page.

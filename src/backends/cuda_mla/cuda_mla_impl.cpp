@@ -32,10 +32,10 @@ void check_layer(const AttentionLayerParams& layer) {
   require(layer.num_kv_heads == 1, kNo, "num_kv_heads {} not supported (MLA: 1)",
           layer.num_kv_heads);
   require(layer.num_heads > 0, kNo, "num_heads {} must be positive", layer.num_heads);
-  require(layer.head_size == kLatentDim && layer.head_size_v == kValueDim, kNo,
+  require(layer.head_size == kMlaLatentDim && layer.head_size_v == kMlaValueDim, kNo,
           "head_size {} / head_size_v {} not supported (supported: 576 / 512)", layer.head_size,
           layer.head_size_v);
-  require(layer.mla_rope_dim == 0 || layer.mla_rope_dim == kRopeDim, kNo,
+  require(layer.mla_rope_dim == 0 || layer.mla_rope_dim == kMlaRopeDim, kNo,
           "MLA rope dim {} not supported (supported: 64)", layer.mla_rope_dim);
   require(layer.dtype == DType::kFloat16 || layer.dtype == DType::kBFloat16, kNo,
           "dtype {} not supported (supported: float16, bfloat16)", to_string(layer.dtype));

@@ -5,10 +5,10 @@
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
-#include "backends/cuda/device_buffer.h"
-#include "kernels/cuda/host_staging.h"
 #include "backends/cuda_mla/cuda_mla_plan.h"
 #include "backends/cuda_mla/mla_geometry.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/host_staging.h"
 
 namespace attnkit::cuda_mla {
 
@@ -47,7 +47,7 @@ class CudaMlaBuilder final : public MetadataBuilder {
 
     const size_t partial_rows =
         static_cast<size_t>(plan.num_partial_slots) * static_cast<size_t>(layer_.num_heads);
-    const size_t o_bytes = partial_rows * kValueDim * sizeof(float);
+    const size_t o_bytes = partial_rows * kMlaValueDim * sizeof(float);
     workspace_.reserve(mla_workspace_bytes(plan, layer_.num_heads) + 16);
 
     cuda::DevicePlan& dev = meta_.device;

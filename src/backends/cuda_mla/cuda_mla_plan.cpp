@@ -81,7 +81,7 @@ double wave_efficiency(const cuda::CudaPlan& plan, int num_sms) {
 
 size_t mla_workspace_bytes(const cuda::CudaPlan& plan, int num_heads) {
   const size_t rows = static_cast<size_t>(plan.num_partial_slots) * static_cast<size_t>(num_heads);
-  return rows * kValueDim * sizeof(float) + rows * sizeof(float);
+  return rows * kMlaValueDim * sizeof(float) + rows * sizeof(float);
 }
 
 }  // namespace attnkit::cuda_mla

@@ -19,7 +19,7 @@ void launch_mla_attention(const PagedAttentionParams& p, const cuda::DevicePlan&
                     " not supported with compute dtype " + std::string(to_string(p.q_dtype)) +
                     " (supported: the compute dtype, fp8_e4m3)");
   }
-  if (p.num_kv_heads != 1 || p.head_size != kLatentDim || p.head_size_v != kValueDim ||
+  if (p.num_kv_heads != 1 || p.head_size != kMlaLatentDim || p.head_size_v != kMlaValueDim ||
       p.k_cache != p.v_cache || p.sinks != nullptr || p.soft_cap > 0.0f || p.chunk_size > 0) {
     throw Error(ErrorCode::kUnsupported,
                 "CUDA_MLA runs one latent KV head of 576 (V = its first 512 values), without "

@@ -32,11 +32,10 @@
 
 #include <cstddef>
 
+#include "attnkit/kernels/mla_geometry.h"
+
 namespace attnkit::cuda_mla {
 
-inline constexpr int kLatentDim = 576;  // head_size: kv_lora_rank + rope dim
-inline constexpr int kValueDim = 512;   // head_size_v: kv_lora_rank
-inline constexpr int kRopeDim = 64;
 inline constexpr int kWarps = 8;
 inline constexpr int kThreads = 32 * kWarps;
 inline constexpr int kKvTile = 32;  // keys per shared-memory tile
@@ -64,12 +63,12 @@ struct MlaConfig {
   static constexpr int kMGroups = M_TILES / S_WARP_M_TILES;  // S-phase row groups
   static constexpr int kKeySlices = kWarps / (kMGroups * K_SPLIT);
   static constexpr int kSliceKeys = kKeySlices > 0 ? kKvTile / kKeySlices : 0;
-  static constexpr int kSNTiles = kSliceKeys / 8;            // n8 tiles of an S-phase warp
-  static constexpr int kKSteps = kLatentDim / 16 / K_SPLIT;  // k16 steps per S-phase warp
+  static constexpr int kSNTiles = kSliceKeys / 8;               // n8 tiles of an S-phase warp
+  static constexpr int kKSteps = kMlaLatentDim / 16 / K_SPLIT;  // k16 steps per S-phase warp
   static constexpr int kThreadsPerRow = kThreads / kRows;
   static constexpr int kKeysPerThread = kKvTile / kThreadsPerRow;
   static constexpr int kThreadsPerKey = kThreads / kKvTile;  // tile loader
-  static constexpr int kChunksPerThread = kLatentDim / 8 / kThreadsPerKey;
+  static constexpr int kChunksPerThread = kMlaLatentDim / 8 / kThreadsPerKey;
   static constexpr int kSStride = kKvTile + 8;
   static constexpr int kPStride = kKvTile + 8;
   // fp8 cache: tiles in flight in registers (8 bytes = one converted 16-byte chunk per
@@ -77,10 +76,10 @@ struct MlaConfig {
   // CTAs busy; one is enough for the compute-bound large-row CTAs, whose 128 O
   // accumulators leave no room for a second set.
   static constexpr int kFp8Depth = M_TILES == 1 ? 2 : 1;
-  static constexpr int kFp8Loads = kLatentDim / 8 / kThreadsPerKey;
+  static constexpr int kFp8Loads = kMlaLatentDim / 8 / kThreadsPerKey;
 
-  static constexpr size_t kQBytes = size_t{2} * kRows * kLatentDim;
-  static constexpr size_t kStageBytes = size_t{2} * kKvTile * kLatentDim;
+  static constexpr size_t kQBytes = size_t{2} * kRows * kMlaLatentDim;
+  static constexpr size_t kStageBytes = size_t{2} * kKvTile * kMlaLatentDim;
   static constexpr size_t kSBytes = size_t{4} * kSBuffers * kRows * kSStride;
   static constexpr size_t kPBytes = size_t{2} * kRows * kPStride;
   static constexpr size_t kRowStateBytes = size_t{4} * 3 * kRows;
@@ -95,14 +94,14 @@ struct MlaConfig {
   static_assert(!S_IN_PLACE || K_SPLIT == 2, "in-place partials: one store, then one add");
   static_assert(kSliceKeys == 16 || kSliceKeys == 32,
                 "an S-phase warp owns one or two 16-key slices (one ldmatrix.x4 each)");
-  static_assert(kFp8Loads * kThreadsPerKey * 8 == kLatentDim, "fp8 loads split evenly");
+  static_assert(kFp8Loads * kThreadsPerKey * 8 == kMlaLatentDim, "fp8 loads split evenly");
   static_assert(!OVERLAP || (STAGES == 3 && kFp8Depth == 1),
                 "the pipelined loop keeps tiles t and t + 1 resident while t + 2 loads");
-  static_assert((kLatentDim / 16) % K_SPLIT == 0, "the k splits must be whole k16 steps");
+  static_assert((kMlaLatentDim / 16) % K_SPLIT == 0, "the k splits must be whole k16 steps");
   static_assert(kThreadsPerRow >= 1 && kThreadsPerRow <= 32 && kKeysPerThread % 2 == 0,
                 "softmax rows are handled by 1..32 lanes of one warp, two keys at a time");
-  static_assert(kValueDim == 64 * kWarps, "each warp owns 64 output dims");
-  static_assert((kLatentDim / 8) % kThreadsPerKey == 0, "loader chunks split evenly");
+  static_assert(kMlaValueDim == 64 * kWarps, "each warp owns 64 output dims");
+  static_assert((kMlaLatentDim / 8) % kThreadsPerKey == 0, "loader chunks split evenly");
   static_assert(STAGES >= 2, "double buffering at least");
   static_assert(kCtasPerSm90 >= MIN_BLOCKS, "the launch bounds ask for what fits");
   static_assert(kSmemBytes <= (SM90_ONLY ? kSm90MaxSmemBytes : kSm80MaxSmemBytes),

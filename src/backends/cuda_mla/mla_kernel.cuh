@@ -27,9 +27,9 @@
 #include <type_traits>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda_mla/mla_geometry.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
-#include "backends/cuda_mla/mla_geometry.h"
 
 namespace attnkit::cuda_mla {
 
@@ -45,7 +45,7 @@ struct Fp8E4M3 {
 // so the eight row addresses of one ldmatrix phase fall in different banks although every
 // row is a multiple of 128 bytes long.
 __device__ __forceinline__ int latent_swizzle(int row, int chunk) {
-  return row * kLatentDim + ((chunk ^ (row & 7)) << 3);
+  return row * kMlaLatentDim + ((chunk ^ (row & 7)) << 3);
 }
 
 // Eight e4m3 values (8 bytes) -> eight T values (16 bytes), exactly.
@@ -71,7 +71,7 @@ template <typename T, typename KV, typename C>
 __device__ __forceinline__ void mla_attention_cta(const PagedAttentionParams& p,
                                                   const CudaWorkItem* items, float* partial_o,
                                                   float* partial_lse) {
-  constexpr int D = kLatentDim, BN = kKvTile, kRows = C::kRows, kChunks = D / 8;
+  constexpr int D = kMlaLatentDim, BN = kKvTile, kRows = C::kRows, kChunks = D / 8;
   constexpr int kMTiles = C::kMTiles, STAGES = C::kStages;
   constexpr bool kFp8 = std::is_same_v<KV, Fp8E4M3>;
   static_assert(kFp8 || std::is_same_v<KV, T>, "16-bit caches hold the compute dtype");
@@ -458,7 +458,7 @@ __device__ __forceinline__ void mla_attention_cta(const PagedAttentionParams& p,
             static_cast<int64_t>(item.partial_base + token_in_req * item.num_splits + item.split) *
                 num_heads +
             head;
-        float* dst = partial_o + slot_row * kValueDim + dim;
+        float* dst = partial_o + slot_row * kMlaValueDim + dim;
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
           *reinterpret_cast<float2*>(dst + j * 8) =

@@ -3,9 +3,9 @@
 // configuration); the two compute dtypes live in separate translation units so that nvcc
 // compiles them in parallel.
 
-#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda_mla/mla_config_choice.h"
 #include "backends/cuda_mla/mla_kernel.cuh"
+#include "kernels/cuda/cuda_check.h"
 
 namespace attnkit::cuda_mla {
 

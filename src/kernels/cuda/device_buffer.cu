@@ -1,5 +1,5 @@
 #include "kernels/cuda/cuda_check.h"
-#include "backends/cuda/device_buffer.h"
+#include "kernels/cuda/device_buffer.h"
 
 namespace attnkit::cuda {
 
