@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
         p.head_size_v = kLora;
         p.scale = 0.07f;
         const attnkit::cpu_mla::MlaPlan plan =
-            attnkit::cpu_mla::make_mla_plan(qsl, lens, heads, true, 0);
+            attnkit::cpu_mla::make_mla_plan(qsl, lens, heads, attnkit::MaskRule{});
         attnkit::cpu_mla::MlaWorkspace ws;
         attnkit::cpu_mla::mla_attention(p, plan, ws);  // warm-up
         double best = 1e30;

@@ -14,6 +14,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
 #include "attnkit/bench/machine_ceilings.h"
+#include "attnkit/kernels/mask.h"
 
 namespace attnkit::bench {
 namespace {
@@ -234,8 +235,8 @@ BenchWork bench_work(const BenchShape& s) {
     w.tokens += q;
     w.kv_bytes += static_cast<double>(kv) * s.num_kv_heads * 2.0 * s.head_size * kv_elem;
     for (int j = 0; j < q; ++j) {
-      const double visible = s.causal ? kv - q + j + 1 : kv;
-      w.flops += visible * s.num_heads * 4.0 * s.head_size;
+      const KeySpan keys = visible_keys(MaskRule{.causal = s.causal}, query_position(q, kv, j), kv);
+      w.flops += static_cast<double>(keys.size()) * s.num_heads * 4.0 * s.head_size;
     }
   }
   return w;
@@ -326,14 +327,15 @@ void scalar_attention(const BenchShape& s, const StepInputs& in, const AlignedBy
     score.resize(static_cast<size_t>(kv_len));
     for (int j = 0; j < q_len; ++j) {
       const int t = in.common.query_start_loc[static_cast<size_t>(r)] + j;
-      const int visible = s.causal ? kv_len - q_len + j + 1 : kv_len;
+      const KeySpan keys =
+          visible_keys(MaskRule{.causal = s.causal}, query_position(q_len, kv_len, j), kv_len);
       for (int h = 0; h < H; ++h) {
         const int kvh = h / group;
         for (int x = 0; x < d; ++x)
           q[static_cast<size_t>(x)] =
               load_as_float(in.q.data(), in.dt, (int64_t{t} * H + h) * d + x);
         float m = -INFINITY;
-        for (int k = 0; k < visible; ++k) {
+        for (int k = keys.begin; k < keys.end; ++k) {
           const int64_t blk =
               in.common.block_table[static_cast<size_t>(r) * in.common.max_blocks_per_req +
                                     static_cast<size_t>(k / bs)];
@@ -347,7 +349,7 @@ void scalar_attention(const BenchShape& s, const StepInputs& in, const AlignedBy
             in.layer.sinks.empty() ? 0.0f : std::exp(in.layer.sinks[static_cast<size_t>(h)] - m);
         float* o = &out[(static_cast<size_t>(t) * H + h) * d];
         std::fill(o, o + d, 0.0f);
-        for (int k = 0; k < visible; ++k) {
+        for (int k = keys.begin; k < keys.end; ++k) {
           const float w = std::exp(score[static_cast<size_t>(k)] - m);
           denom += w;
           const int64_t blk =

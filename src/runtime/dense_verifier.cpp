@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "attnkit/core/numeric.h"
+#include "attnkit/kernels/mask.h"
 
 namespace attnkit {
 namespace {
@@ -14,13 +15,8 @@ bool uses_cache(const AttentionLayerParams& layer) {
          layer.attn_type == AttentionType::kEncoderDecoder;
 }
 
-// The first key position `site` can see (the last is kv_len - 1).
-int first_visible_key(const AttentionLayerParams& layer, const QuerySite& site) {
-  if (!layer.is_causal()) return 0;
-  int lo = 0;
-  if (layer.sliding_window > 0) lo = std::max(lo, site.position - layer.sliding_window + 1);
-  if (layer.chunk_size > 0) lo = std::max(lo, site.position / layer.chunk_size * layer.chunk_size);
-  return lo;
+MaskRule mask_of(const AttentionLayerParams& layer) {
+  return MaskRule{layer.is_causal(), layer.sliding_window, layer.chunk_size};
 }
 
 }  // namespace
@@ -35,8 +31,9 @@ std::vector<float> DenseVerifier::expected_output(const AttentionLayerParams& la
   const TokenSource qsrc = query_source(layer);
   const TokenSource ksrc = key_source(layer);
   const int kv_len = layer.is_causal() ? site.position + 1 : site.kv_len;
-  const int lo = first_visible_key(layer, site);
-  const int visible = std::max(kv_len - lo, 0);
+  const KeySpan keys = visible_keys(mask_of(layer), site.position, kv_len);
+  const int lo = keys.begin;
+  const int visible = keys.size();
 
   // What the kernel reads back: through the cache dtype for cached layers.
   const bool cached = uses_cache(layer);

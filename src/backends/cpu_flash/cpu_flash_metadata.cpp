@@ -78,7 +78,7 @@ const AttentionMetadata& CpuFlashBuilder::build(const CommonAttentionMetadata& c
         std::to_string(c.num_actual_tokens));
   }
 
-  MaskSpec mask;
+  MaskRule mask;
   mask.causal = layer_.is_causal() && c.causal;
   mask.sliding_window = layer_.sliding_window;
   mask.chunk_size = layer_.chunk_size;

@@ -21,10 +21,9 @@ void check_contract(const PagedAttentionParams& p, const FlashPlan& plan) {
 }  // namespace
 
 FlashPlan make_flash_plan(const PagedAttentionParams& p, const FlashPlanOptions& options) {
-  MaskSpec mask{p.causal, p.sliding_window, p.chunk_size};
   return make_flash_plan(std::span<const int32_t>(p.query_start_loc, p.num_seqs + 1),
                          std::span<const int32_t>(p.seq_lens, p.num_seqs), p.num_heads,
-                         p.num_kv_heads, p.head_size, p.head_size_v, mask, options);
+                         p.num_kv_heads, p.head_size, p.head_size_v, mask_rule(p), options);
 }
 
 void flash_attention(const PagedAttentionParams& p, const FlashPlan& plan, FlashWorkspace& ws) {

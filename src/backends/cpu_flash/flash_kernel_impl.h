@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "attnkit/core/numeric.h"
+#include "attnkit/kernels/mask.h"
 #include "attnkit/kernels/paged_attention_params.h"
 #include "backends/cpu_flash/flash_plan.h"
 #include "kernels/cpu/kv_tags.h"
@@ -68,10 +69,8 @@ class ItemKernel {
     d_ = p.head_size;
     dv_ = p.head_size_v;
     score_scale_ = p.scale * p.k_scale;
-    mask_.causal = p.causal;
-    mask_.sliding_window = p.sliding_window;
-    mask_.chunk_size = p.chunk_size;
-    intervals_ = reinterpret_cast<attnkit::cpu::KeyInterval*>(scratch + s.iv);
+    mask_ = attnkit::mask_rule(p);
+    intervals_ = reinterpret_cast<attnkit::KeySpan*>(scratch + s.iv);
   }
 
   void run(const attnkit::cpu::FlashWorkItem& it) {
@@ -92,12 +91,15 @@ class ItemKernel {
       }
     }
     for (int t = 0; t < tokens; ++t) {
-      intervals_[t] = attnkit::cpu::visible_keys(mask_, q_len, kv_len, it.q_begin + t);
+      const int pos = attnkit::query_position(q_len, kv_len, it.q_begin + t);
+      intervals_[t] = attnkit::visible_keys(mask_, pos, kv_len);
     }
-    const int k_lo = std::max(it.k_begin, intervals_[0].lo);
-    const int k_hi = std::min(it.k_end - 1, intervals_[tokens - 1].hi);
-    for (int kt = k_lo; kt <= k_hi; kt += L) {
-      const int n = std::min(L, k_hi - kt + 1);
+    // Keys [k_begin, k_end): the item's range cut to the union of its rows' visible keys
+    // (the first row's begin to the last row's end, see visible_keys_of_rows).
+    const int k_begin = std::max(it.k_begin, intervals_[0].begin);
+    const int k_end = std::min(it.k_end, intervals_[tokens - 1].end);
+    for (int kt = k_begin; kt < k_end; kt += L) {
+      const int n = std::min(L, k_end - kt);
       const int pf_kt = kt + kPrefetchTiles * L;
       // A head-packed item visits the tile of every head in turn, so together they read
       // each block of the cache whole.
@@ -106,15 +108,15 @@ class ItemKernel {
         select_head(h, rows);
         if constexpr (kDot) {
           // The rows of a later tile, prefetched line by line inside the loops below.
-          npf_ = pf_kt <= k_hi ? std::min(L, k_hi - pf_kt + 1) : 0;
+          npf_ = pf_kt < k_end ? std::min(L, k_end - pf_kt) : 0;
           if (npf_ > 0) locate_keys(seq, kv_head, pf_kt, npf_, kpf_, vpf_);
-        } else if (pf_kt <= k_hi) {
+        } else if (pf_kt < k_end) {
           // Paged rows of one head are strided across pages, which the hardware
           // prefetchers do not follow, so without this each tile waits on memory.
-          prefetch_keys(seq, kv_head, pf_kt, std::min(L, k_hi - pf_kt + 1));
+          prefetch_keys(seq, kv_head, pf_kt, std::min(L, k_end - pf_kt));
         }
         locate_keys(seq, kv_head, kt, n, kp_, vp_);
-        scores_and_softmax(rows, kt, n, k_lo, k_hi);
+        scores_and_softmax(rows, kt, n, k_begin, k_end);
         accumulate_values(rows, n);
       }
     }
@@ -213,7 +215,7 @@ class ItemKernel {
   }
 
   // Scores of every row against the n keys of the tile, and the online-softmax update.
-  void scores_and_softmax(int rows, int kt, int n, int k_lo, int k_hi) {
+  void scores_and_softmax(int rows, int kt, int n, int k_begin, int k_end) {
     if constexpr (kDot) {
       // Lanes past n are masked in softmax_row; their keys read key 0's row meanwhile.
       for (int j = n; j < L; ++j) kp_[j] = kp_[0];
@@ -228,7 +230,7 @@ class ItemKernel {
           const int nr = std::min(8, rows - r0);
           V s[8];
           qk_transposed(r0, nr, s);
-          softmax_rows8(r0, nr, s, kt, n, k_lo, k_hi);
+          softmax_rows8(r0, nr, s, kt, n, k_begin, k_end);
         }
         return;
       }
@@ -242,7 +244,7 @@ class ItemKernel {
         } else {
           qk_block<false>(r0, nr, s);
         }
-        for (int rr = 0; rr < nr; ++rr) softmax_row(r0 + rr, s[rr], kt, n, k_lo, k_hi);
+        for (int rr = 0; rr < nr; ++rr) softmax_row(r0 + rr, s[rr], kt, n, k_begin, k_end);
       }
     } else {
       const float* krow[L];
@@ -256,9 +258,9 @@ class ItemKernel {
         }
       }
       for (int r = 0; r < rows; ++r) {
-        const KeyRange kr = key_range(r, kt, n, k_lo, k_hi);
-        if (kr.lo > kr.hi) {  // this row sees no key of the tile: skip the dot products
-          softmax_row(r, Ops::zero(), kt, n, k_lo, k_hi);
+        const KeyRange kr = key_range(r, kt, n, k_begin, k_end);
+        if (kr.empty()) {  // this row sees no key of the tile: skip the dot products
+          softmax_row(r, Ops::zero(), kt, n, k_begin, k_end);
           continue;
         }
         V acc[L];
@@ -271,25 +273,26 @@ class ItemKernel {
             if (j < n) acc[j] = Ops::fmadd(qv, Ops::load(krow[j] + c), acc[j]);
           }
         }
-        softmax_row(r, Ops::reduce_lanes(acc), kt, n, k_lo, k_hi);
+        softmax_row(r, Ops::reduce_lanes(acc), kt, n, k_begin, k_end);
       }
     }
   }
 
   struct KeyRange {
-    int lo, hi;  // lanes of the tile row r sees (lo > hi: none)
+    int begin, end;  // lanes [begin, end) of the tile row r sees (begin >= end: none)
+    bool empty() const { return begin >= end; }
   };
-  KeyRange key_range(int r, int kt, int n, int k_lo, int k_hi) const {
-    const attnkit::cpu::KeyInterval& iv = intervals_[r / group_];
-    return {std::max(iv.lo, k_lo) - kt, std::min({iv.hi, k_hi, kt + n - 1}) - kt};
+  KeyRange key_range(int r, int kt, int n, int k_begin, int k_end) const {
+    const attnkit::KeySpan& iv = intervals_[r / group_];
+    return {std::max(iv.begin, k_begin) - kt, std::min({iv.end, k_end, kt + n}) - kt};
   }
 
   // Online-softmax update of row r with its raw dot products `dots` (lane j = key kt + j):
   // scale, soft-cap, mask; new running max and sum; p to pr_ (bf16 on the dot path).
-  void softmax_row(int r, V dots, int kt, int n, int k_lo, int k_hi) {
-    const KeyRange kr = key_range(r, kt, n, k_lo, k_hi);
+  void softmax_row(int r, V dots, int kt, int n, int k_begin, int k_end) {
+    const KeyRange kr = key_range(r, kt, n, k_begin, k_end);
     float* prow = pr_ + int64_t{r} * attnkit::cpu::kMaxTileKeys;
-    if (kr.lo > kr.hi) {  // this row sees no key of the tile
+    if (kr.empty()) {  // this row sees no key of the tile
       Ops::store(prow, Ops::zero());
       alpha_[r] = 1.0f;
       return;
@@ -299,7 +302,7 @@ class ItemKernel {
       const V cap = Ops::set1(p_.soft_cap);
       s = Ops::mul(cap, Ops::tanh(Ops::mul(s, Ops::set1(1.0f / p_.soft_cap))));
     }
-    if (kr.lo > 0 || kr.hi < L - 1) s = Ops::mask_range(s, kr.lo, kr.hi);
+    if (kr.begin > 0 || kr.end < L) s = Ops::mask_range(s, kr.begin, kr.end);
     const float m_old = m_[r];
     const float m_new = std::max(m_old, Ops::hmax(s));
     V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
@@ -340,13 +343,13 @@ class ItemKernel {
   // softmax_row for rows r0 .. r0+nr-1 (nr <= 8) at once: the row maxima and sums come from
   // one transposed reduction each (lane rr = row r0 + rr) and the rescale factors from one
   // vector exp, instead of two horizontal reductions and a scalar exp per row.
-  void softmax_rows8(int r0, int nr, V* s, int kt, int n, int k_lo, int k_hi) {
+  void softmax_rows8(int r0, int nr, V* s, int kt, int n, int k_begin, int k_end) {
     const V vscale = Ops::set1(score_scale_);
     const V neg_inf = Ops::set1(kNegInf);
     V red[16];
     for (int rr = 0; rr < 8; ++rr) {
-      const KeyRange kr = key_range(r0 + rr, kt, n, k_lo, k_hi);
-      if (rr >= nr || kr.lo > kr.hi) {  // no row, or a row that sees no key of the tile
+      const KeyRange kr = key_range(r0 + rr, kt, n, k_begin, k_end);
+      if (rr >= nr || kr.empty()) {  // no row, or a row that sees no key of the tile
         s[rr] = neg_inf;
       } else {
         V x = Ops::mul(s[rr], vscale);
@@ -354,7 +357,7 @@ class ItemKernel {
           const V cap = Ops::set1(p_.soft_cap);
           x = Ops::mul(cap, Ops::tanh(Ops::mul(x, Ops::set1(1.0f / p_.soft_cap))));
         }
-        if (kr.lo > 0 || kr.hi < L - 1) x = Ops::mask_range(x, kr.lo, kr.hi);
+        if (kr.begin > 0 || kr.end < L) x = Ops::mask_range(x, kr.begin, kr.end);
         s[rr] = x;
       }
       red[rr] = s[rr];
@@ -688,8 +691,8 @@ class ItemKernel {
   float *kf_, *vf_;
   int group_ = 1, d_ = 0, dv_ = 0;
   float score_scale_ = 1.0f;
-  attnkit::cpu::MaskSpec mask_;
-  attnkit::cpu::KeyInterval* intervals_;
+  attnkit::MaskRule mask_;
+  attnkit::KeySpan* intervals_;  // [tokens] visible keys of each query token of the item
   const Storage* kp_[L];
   const Storage* vp_[L];
   // Rows of the tile kPrefetchTiles ahead (bf16-dot path), npf_ of them.

@@ -17,15 +17,6 @@ constexpr int kSplitAlign = 16;
 
 }  // namespace
 
-KeyInterval visible_keys(const MaskSpec& mask, int q_len, int kv_len, int token) {
-  if (!mask.causal) return {0, kv_len - 1};
-  const int p = kv_len - q_len + token;  // absolute position of this query
-  KeyInterval iv{0, std::min(p, kv_len - 1)};
-  if (mask.sliding_window > 0) iv.lo = std::max(iv.lo, p - mask.sliding_window + 1);
-  if (mask.chunk_size > 0 && p >= 0) iv.lo = std::max(iv.lo, p / mask.chunk_size * mask.chunk_size);
-  return iv;
-}
-
 ScratchLayout scratch_layout(int max_rows, int head_size, int head_size_v) {
   ScratchLayout s;
   int64_t at = 0;
@@ -49,7 +40,7 @@ ScratchLayout scratch_layout(int max_rows, int head_size, int head_size_v) {
 
 FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
                           std::span<const int32_t> seq_lens, int num_heads, int num_kv_heads,
-                          int head_size, int head_size_v, const MaskSpec& mask,
+                          int head_size, int head_size_v, const MaskRule& mask,
                           const FlashPlanOptions& options) {
   ATTNKIT_CHECK(num_kv_heads > 0 && num_heads % num_kv_heads == 0, "bad head counts");
   ATTNKIT_CHECK(query_start_loc.size() == seq_lens.size() + 1, "bad batch description");
@@ -73,11 +64,9 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
     const int kv_len = seq_lens[s];
     for (int q0 = 0; q0 < q_len; q0 += tile_tokens) {
       const int q1 = std::min(q_len, q0 + tile_tokens);
-      const KeyInterval first = visible_keys(mask, q_len, kv_len, q0);
-      const KeyInterval last = visible_keys(mask, q_len, kv_len, q1 - 1);
-      const int k0 = std::max(0, first.lo);
-      const int k1 = std::max(k0, last.hi + 1);
-      tiles.push_back({s, q0, q1, k0, k1});
+      const KeySpan keys = visible_keys_of_rows(mask, query_position(q_len, kv_len, q0),
+                                                query_position(q_len, kv_len, q1 - 1), kv_len);
+      tiles.push_back({s, q0, q1, keys.begin, keys.end});
     }
   }
   // KV heads per item of a tile (head packing for decode-sized tiles, see flash_plan.h).

@@ -19,22 +19,9 @@
 #include <span>
 #include <vector>
 
+#include "attnkit/kernels/mask.h"
+
 namespace attnkit::cpu {
-
-// Which queries see which keys (the masking part of PagedAttentionParams).
-struct MaskSpec {
-  bool causal = true;
-  int sliding_window = 0;  // 0 = none
-  int chunk_size = 0;      // 0 = none
-};
-
-// The visible key interval [lo, hi] (inclusive, may be empty: lo > hi) of query token
-// `token` (0-based within its request) of a request with q_len queries over kv_len keys.
-struct KeyInterval {
-  int lo = 0;
-  int hi = -1;
-};
-KeyInterval visible_keys(const MaskSpec& mask, int q_len, int kv_len, int token);
 
 struct FlashPlanOptions {
   int num_threads = 0;              // 0 = omp_get_max_threads()
@@ -84,7 +71,7 @@ struct FlashPlan {
 // PagedAttentionParams; requires num_heads % num_kv_heads == 0 and positive head sizes.
 FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
                           std::span<const int32_t> seq_lens, int num_heads, int num_kv_heads,
-                          int head_size, int head_size_v, const MaskSpec& mask,
+                          int head_size, int head_size_v, const MaskRule& mask,
                           const FlashPlanOptions& options = {});
 
 // Scratch memory a plan runs in: 64-byte aligned, per thread and for partial results.
@@ -110,7 +97,7 @@ class FlashWorkspace {
 //   m, l, alpha [max_rows]        running max, running sum, rescale factor of the tile
 //   kf    [16, head_size]         current key tile converted to fp32
 //   vf    [16, head_size_v]       current value tile converted to fp32
-//   iv    [max_rows] KeyInterval  visible key interval of each query token (2 int32 each)
+//   iv    [max_rows] KeySpan      visible keys of each query token (2 int32 each)
 // A head-packed item keeps its heads' rows one after another in q, o, p, m, l and alpha.
 struct ScratchLayout {
   int64_t q = 0, o = 0, p = 0, m = 0, l = 0, alpha = 0, kf = 0, vf = 0, iv = 0, total = 0;

@@ -37,7 +37,8 @@ const AttentionMetadata& CpuMlaBuilder::build(const CommonAttentionMetadata& com
   metadata_.common_ = &common;
   metadata_.plan_ = make_mla_plan(std::span<const int32_t>(common.query_start_loc),
                                   std::span<const int32_t>(common.seq_lens), layer_.num_heads,
-                                  layer_.is_causal() && common.causal, layer_.sliding_window);
+                                  MaskRule{.causal = layer_.is_causal() && common.causal,
+                                           .sliding_window = layer_.sliding_window});
   return metadata_;
 }
 

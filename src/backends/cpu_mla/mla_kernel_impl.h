@@ -36,17 +36,14 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
   float* m = prob + rows * L;   // [rows]
   float* l = m + rows;          // [rows]
 
-  // Visible key range of each token of the item.
-  int lo[attnkit::cpu_mla::kMaxTileTokens], hi[attnkit::cpu_mla::kMaxTileTokens];
+  // Visible keys of each token of the item (attnkit/kernels/mask.h).
+  attnkit::KeySpan visible[attnkit::cpu_mla::kMaxTileTokens];
   const int q0 = p.query_start_loc[item.seq];
   const int q_len = p.query_start_loc[item.seq + 1] - q0;
   const int kv_len = p.seq_lens[item.seq];
   for (int t = 0; t < tokens; ++t) {
-    const int pos = kv_len - q_len + (item.token_begin + t - q0);
-    const attnkit::cpu_mla::KeyRange r =
-        attnkit::cpu_mla::visible_keys(pos, kv_len, plan.causal, plan.sliding_window);
-    lo[t] = r.lo;
-    hi[t] = r.hi;
+    const int pos = attnkit::query_position(q_len, kv_len, item.token_begin + t - q0);
+    visible[t] = attnkit::visible_keys(plan.mask, pos, kv_len);
   }
 
   // Queries in fp32, pre-multiplied by scale * k_scale.
@@ -105,11 +102,12 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
       for (int ri = 0; ri < nr; ++ri) {
         const int r = r0 + ri;
         const int t = r / H;
-        const int first = std::max(lo[t], k0) - k0;
-        const int last = std::min(hi[t], k0 + n) - 1 - k0;
-        if (first > last) continue;  // no visible key of this row in the tile
+        // Lanes [first, end) of the tile are visible keys of this row.
+        const int first = std::max(visible[t].begin, k0) - k0;
+        const int end = std::min(visible[t].end, k0 + n) - k0;
+        if (first >= end) continue;  // no visible key of this row in the tile
         // 3. Mask and online softmax.
-        const V s = Ops::mask_range(Ops::reduce_lanes(dots[ri]), first, last);
+        const V s = Ops::mask_range(Ops::reduce_lanes(dots[ri]), first, end);
         const float m_new = std::max(m[r], Ops::hmax(s));
         const float alpha = std::exp(m[r] - m_new);  // 0 on the first visible tile
         const V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
@@ -123,7 +121,7 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
           const int nb = std::min(4, (DV - c) / L);
           V ov[4];
           for (int b = 0; b < nb; ++b) ov[b] = Ops::mul(Ops::load(o + c + b * L), va);
-          for (int j = first; j <= last; ++j) {
+          for (int j = first; j < end; ++j) {
             const V pj = Ops::set1(prob[j]);
             const float* vrow = kt + j * D + c;
             for (int b = 0; b < nb; ++b) ov[b] = Ops::fmadd(pj, Ops::load(vrow + b * L), ov[b]);

@@ -6,21 +6,11 @@
 
 namespace attnkit::cpu_mla {
 
-KeyRange visible_keys(int pos, int kv_len, bool causal, int sliding_window) {
-  KeyRange r{0, kv_len};
-  if (causal) r.hi = std::min(kv_len, pos + 1);
-  if (sliding_window > 0) r.lo = std::max(0, pos - sliding_window + 1);
-  if (r.lo > r.hi) r.lo = r.hi;
-  return r;
-}
-
 MlaPlan make_mla_plan(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
-                      int num_heads, bool causal, int sliding_window,
-                      const MlaPlanOptions& options) {
+                      int num_heads, const MaskRule& mask, const MlaPlanOptions& options) {
   MlaPlan plan;
   plan.num_heads = num_heads;
-  plan.causal = causal;
-  plan.sliding_window = sliding_window;
+  plan.mask = mask;
   const int tile_tokens =
       std::clamp(options.target_rows / std::max(1, num_heads), 1, kMaxTileTokens);
   const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
@@ -36,12 +26,11 @@ MlaPlan make_mla_plan(std::span<const int32_t> query_start_loc, std::span<const 
       item.token_begin = t;
       item.token_end = std::min(q1, t + tile_tokens);
       // Union of the rows' visible ranges; queries are the last q_len positions.
-      const int first_pos = kv_len - (q1 - q0) + (t - q0);
+      const int first_pos = query_position(q1 - q0, kv_len, t - q0);
       const int last_pos = first_pos + (item.token_end - item.token_begin) - 1;
-      const KeyRange a = visible_keys(first_pos, kv_len, causal, sliding_window);
-      const KeyRange b = visible_keys(last_pos, kv_len, causal, sliding_window);
-      item.key_begin = std::min(a.lo, b.lo);
-      item.key_end = std::max(a.hi, b.hi);
+      const KeySpan keys = visible_keys_of_rows(mask, first_pos, last_pos, kv_len);
+      item.key_begin = keys.begin;
+      item.key_end = keys.end;
       tiles.push_back(item);
     }
   }

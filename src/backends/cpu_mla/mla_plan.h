@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+#include "attnkit/kernels/mask.h"
+
 namespace attnkit::cpu_mla {
 
 struct MlaWorkItem {
@@ -24,8 +26,7 @@ struct MlaWorkItem {
 
 struct MlaPlan {
   int num_heads = 0;
-  bool causal = true;
-  int sliding_window = 0;
+  MaskRule mask;  // which keys each query sees (chunk_size 0: CPU_MLA has no chunking)
   std::vector<MlaWorkItem> items;
   int max_rows = 0;          // tokens x heads of the largest item
   int64_t partial_rows = 0;  // rows of partial results all split items write
@@ -41,15 +42,7 @@ struct MlaPlanOptions {
   int force_splits = 0;      // > 0: split every tile into this many chunks (tests)
 };
 
-// The visible key range [lo, hi) of the query at absolute position `pos` of a request
-// with `kv_len` keys.
-struct KeyRange {
-  int lo = 0, hi = 0;
-};
-KeyRange visible_keys(int pos, int kv_len, bool causal, int sliding_window);
-
 MlaPlan make_mla_plan(std::span<const int32_t> query_start_loc, std::span<const int32_t> seq_lens,
-                      int num_heads, bool causal, int sliding_window,
-                      const MlaPlanOptions& options = {});
+                      int num_heads, const MaskRule& mask, const MlaPlanOptions& options = {});
 
 }  // namespace attnkit::cpu_mla

@@ -10,6 +10,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
+#include "attnkit/kernels/mask.h"
 #include "backends/reference/reference_kernels.h"
 
 namespace attnkit {
@@ -25,21 +26,6 @@ int64_t kv_row_offset(const PagedAttentionParams& p, int seq, int pos, int64_t b
     return block * block_stride + static_cast<int64_t>(pos % p.block_size) * token_stride;
   }
   return (static_cast<int64_t>(p.kv_start_loc[seq]) + pos) * token_stride;
-}
-
-// The keys a query at absolute position `pos` sees form one contiguous range [lo, hi):
-// the causal limit, the left sliding window and the chunk all cut it from one side.
-struct KeyRange {
-  int lo = 0;
-  int hi = 0;
-};
-
-KeyRange visible_keys(const PagedAttentionParams& p, int kv_len, int pos) {
-  if (!p.causal) return {0, kv_len};
-  KeyRange range{0, std::min(pos + 1, kv_len)};
-  if (p.sliding_window > 0) range.lo = std::max(range.lo, pos - p.sliding_window + 1);
-  if (p.chunk_size > 0) range.lo = std::max(range.lo, (pos / p.chunk_size) * p.chunk_size);
-  return range;
 }
 
 // Dequantises one request's K (or V) into [num_kv_heads, kv_len, dim] doubles.
@@ -59,8 +45,8 @@ void gather_kv(const PagedAttentionParams& p, int seq, int kv_len, const void* c
   }
 }
 
-// One output row: softmax(scores) over [lo, hi) plus the sink, times V.
-void attend_row(const PagedAttentionParams& p, int token, int head, int kv_len, KeyRange range,
+// One output row: softmax(scores) over the visible keys `range` plus the sink, times V.
+void attend_row(const PagedAttentionParams& p, int token, int head, int kv_len, KeySpan range,
                 const std::vector<double>& keys, const std::vector<double>& values,
                 std::vector<double>& scores, std::vector<double>& acc) {
   const int group = p.num_heads / p.num_kv_heads;
@@ -71,10 +57,10 @@ void attend_row(const PagedAttentionParams& p, int token, int head, int kv_len, 
 
   const bool has_sink = p.sinks != nullptr;
   double max_score = has_sink ? static_cast<double>(p.sinks[head]) : -INFINITY;
-  const int n = std::max(0, range.hi - range.lo);
+  const int n = range.size();
   scores.assign(static_cast<size_t>(n), 0.0);
   for (int i = 0; i < n; ++i) {
-    const double* k = keys.data() + (static_cast<size_t>(kvh) * kv_len + range.lo + i) *
+    const double* k = keys.data() + (static_cast<size_t>(kvh) * kv_len + range.begin + i) *
                                         static_cast<size_t>(p.head_size);
     double dot = 0.0;
     for (int d = 0; d < p.head_size; ++d) dot += q[d] * k[d];
@@ -89,7 +75,7 @@ void attend_row(const PagedAttentionParams& p, int token, int head, int kv_len, 
   for (int i = 0; i < n; ++i) {
     const double w = std::exp(scores[i] - max_score);
     denom += w;
-    const double* v = values.data() + (static_cast<size_t>(kvh) * kv_len + range.lo + i) *
+    const double* v = values.data() + (static_cast<size_t>(kvh) * kv_len + range.begin + i) *
                                           static_cast<size_t>(p.head_size_v);
     for (int d = 0; d < p.head_size_v; ++d) acc[d] += w * v[d];
   }
@@ -135,9 +121,9 @@ void reference_paged_attention(const PagedAttentionParams& p) {
       for (int r = 0; r < rows; ++r) {
         const int j = r / p.num_heads;
         const int head = r % p.num_heads;
-        const int pos = kv_len - q_len + j;  // absolute position (causal convention)
-        attend_row(p, q_begin + j, head, kv_len, visible_keys(p, kv_len, pos), keys, values, scores,
-                   acc);
+        const int pos = query_position(q_len, kv_len, j);
+        attend_row(p, q_begin + j, head, kv_len, visible_keys(mask_rule(p), pos, kv_len), keys,
+                   values, scores, acc);
       }
     }
   }

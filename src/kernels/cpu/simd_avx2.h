@@ -83,10 +83,11 @@ struct Ops {
     return _mm256_add_ps(_mm256_permute2f128_ps(c0, c1, 0x20),
                          _mm256_permute2f128_ps(c0, c1, 0x31));
   }
-  static V mask_range(V s, int lo, int hi) {
+  // Lanes [begin, end) of s; -inf elsewhere.
+  static V mask_range(V s, int begin, int end) {
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(lo - 1)),
-                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(hi + 1), iota));
+    const __m256i keep = _mm256_and_si256(_mm256_cmpgt_epi32(iota, _mm256_set1_epi32(begin - 1)),
+                                          _mm256_cmpgt_epi32(_mm256_set1_epi32(end), iota));
     return _mm256_blendv_ps(_mm256_set1_ps(-__builtin_inff()), s, _mm256_castsi256_ps(keep));
   }
 

@@ -154,10 +154,11 @@ struct Ops {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ), otherwise, if_eq);
   }
   // Keeps lanes lo..hi of s, sets the others to -inf.
-  static V mask_range(V s, int lo, int hi) {
+  // Lanes [begin, end) of s; -inf elsewhere.
+  static V mask_range(V s, int begin, int end) {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __mmask16 keep = _mm512_cmpge_epi32_mask(iota, _mm512_set1_epi32(lo)) &
-                           _mm512_cmple_epi32_mask(iota, _mm512_set1_epi32(hi));
+    const __mmask16 keep = _mm512_cmpge_epi32_mask(iota, _mm512_set1_epi32(begin)) &
+                           _mm512_cmplt_epi32_mask(iota, _mm512_set1_epi32(end));
     return _mm512_mask_mov_ps(_mm512_set1_ps(-__builtin_inff()), keep, s);
   }
 

@@ -72,9 +72,10 @@ struct Ops {
   static V reduce_lanes(const V* a) {
     return map([&](int j) { return hsum(a[j]); });
   }
-  static V mask_range(V s, int lo, int hi) {
+  // Lanes [begin, end) of s; -inf elsewhere.
+  static V mask_range(V s, int begin, int end) {
     return map([&](int i) {
-      return i >= lo && i <= hi ? s.v[i] : -std::numeric_limits<float>::infinity();
+      return i >= begin && i < end ? s.v[i] : -std::numeric_limits<float>::infinity();
     });
   }
 

@@ -281,7 +281,7 @@ TEST(CpuFlashPlan, SplitsOnlyWhenThreadsWouldIdleAndPartitionTheKeys) {
   const std::vector<int32_t> lens{16384};
   FlashPlanOptions o;
   o.num_threads = 16;
-  const FlashPlan split = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskSpec{}, o);
+  const FlashPlan split = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskRule{}, o);
   ASSERT_FALSE(split.merges.empty());
   int covered = 0;
   for (const FlashWorkItem& it : split.items) {
@@ -295,7 +295,7 @@ TEST(CpuFlashPlan, SplitsOnlyWhenThreadsWouldIdleAndPartitionTheKeys) {
   o.num_threads = 2;  // 8 head-packed items (one per request) feed 2 threads 4 each
   const std::vector<int32_t> qsl8{0, 1, 2, 3, 4, 5, 6, 7, 8};
   const std::vector<int32_t> lens8(8, 4096);
-  const FlashPlan no_split = make_flash_plan(qsl8, lens8, 32, 8, 128, 128, MaskSpec{}, o);
+  const FlashPlan no_split = make_flash_plan(qsl8, lens8, 32, 8, 128, 128, MaskRule{}, o);
   EXPECT_TRUE(no_split.merges.empty());
   EXPECT_EQ(no_split.items.size(), 8u);
 }
@@ -306,7 +306,7 @@ TEST(CpuFlashPlan, DecodeItemsPackEveryKvHeadPrefillItemsOne) {
   const std::vector<int32_t> lens{300, 64};
   FlashPlanOptions o;
   o.num_threads = 1;
-  const FlashPlan plan = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskSpec{}, o);
+  const FlashPlan plan = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskRule{}, o);
   std::vector<int> covered(2 * 8, 0);  // (request, KV head) -> query tokens covered
   for (const FlashWorkItem& it : plan.items) {
     EXPECT_EQ(it.num_kv_heads, it.seq == 0 ? 8 : 1);
@@ -320,7 +320,7 @@ TEST(CpuFlashPlan, DecodeItemsPackEveryKvHeadPrefillItemsOne) {
   EXPECT_EQ(plan.max_rows, 32);
   // Packing off: one item per KV head.
   o.max_packed_head_rows = 0;
-  const FlashPlan unpacked = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskSpec{}, o);
+  const FlashPlan unpacked = make_flash_plan(qsl, lens, 32, 8, 128, 128, MaskRule{}, o);
   for (const FlashWorkItem& it : unpacked.items) EXPECT_EQ(it.num_kv_heads, 1);
 }
 
@@ -330,13 +330,13 @@ TEST(CpuFlashPlan, CausalPrefillTilesSkipKeysPastTheirLastQuery) {
   FlashPlanOptions o;
   o.num_threads = 1;
   o.rows_per_tile = 16;  // 4 tokens x 4 heads per tile
-  const FlashPlan plan = make_flash_plan(qsl, lens, 4, 1, 64, 64, MaskSpec{}, o);
+  const FlashPlan plan = make_flash_plan(qsl, lens, 4, 1, 64, 64, MaskRule{}, o);
   ASSERT_EQ(plan.items.size(), 16u);
   for (const FlashWorkItem& it : plan.items) {
     EXPECT_EQ(it.k_begin, 0);
     EXPECT_EQ(it.k_end, it.q_end);  // keys up to the tile's last query only
   }
-  MaskSpec window{true, 8, 0};
+  MaskRule window{.causal = true, .sliding_window = 8};
   const FlashPlan windowed = make_flash_plan(qsl, lens, 4, 1, 64, 64, window, o);
   for (const FlashWorkItem& it : windowed.items) {
     EXPECT_EQ(it.k_begin, std::max(0, it.q_begin - 7));

@@ -109,7 +109,7 @@ TEST(CpuMla, SplitKvDecodeOfFewLongRequestsMatchesReference) {
   // The plan really split the long keys (2 requests are fewer than 2 x threads).
   const cpu_mla::MlaPlan plan =
       cpu_mla::make_mla_plan(std::vector<int32_t>{0, 1, 2}, std::vector<int32_t>{3000, 1500}, 128,
-                             true, 0, {.threads = 2});
+                             MaskRule{}, {.threads = 2});
   EXPECT_GT(plan.items.size(), 2u);
   EXPECT_GT(plan.partial_rows, 0);
 }
@@ -155,7 +155,7 @@ TEST(CpuMla, ForcedSplitsOfEveryTileMatchTheReferenceKernel) {
     p.out = want.data();
     reference_paged_attention(p);
     const cpu_mla::MlaPlan plan =
-        cpu_mla::make_mla_plan(qsl, seq, heads, true, window, {.force_splits = 5});
+        cpu_mla::make_mla_plan(qsl, seq, heads, mask_rule(p), {.force_splits = 5});
     int split_items = 0;
     for (const cpu_mla::MlaWorkItem& item : plan.items) split_items += item.num_splits > 1;
     EXPECT_GT(split_items, 20);
