@@ -36,7 +36,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/numeric.h"
 #include "attnkit/registry/registry.h"
-#include "backends/cuda/flash_trace.cuh"
+#include "backends/cuda_flash/flash_trace.cuh"
 
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime.h>

@@ -48,12 +48,17 @@ void cuda_check(cudaError_t status, const char* what) {
   }
 }
 
+// index -1: the device current at each call (make_current_cuda_memory).
 class CudaMemory final : public DeviceMemory {
  public:
   explicit CudaMemory(int index) : index_(index) {}
-  Device device() const override { return Device{DeviceType::kCuda, index_}; }
+  Device device() const override {
+    int index = index_;
+    if (index < 0) cuda_check(cudaGetDevice(&index), "cudaGetDevice");
+    return Device{DeviceType::kCuda, index};
+  }
   void* allocate(size_t bytes) override {
-    cuda_check(cudaSetDevice(index_), "cudaSetDevice");
+    if (index_ >= 0) cuda_check(cudaSetDevice(index_), "cudaSetDevice");
     void* p = nullptr;
     cuda_check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
     return p;
@@ -90,6 +95,15 @@ std::unique_ptr<DeviceMemory> make_cuda_memory(int index) {
               fmt::format("cannot place tensors on CUDA device {}: this attnkit binary was "
                           "built without CUDA",
                           index));
+#endif
+}
+
+std::unique_ptr<DeviceMemory> make_current_cuda_memory() {
+#if ATTNKIT_HAS_CUDA
+  return std::make_unique<CudaMemory>(-1);
+#else
+  throw Error(ErrorCode::kUnsupported,
+              "cannot place tensors on a CUDA device: this attnkit binary was built without CUDA");
 #endif
 }
 

@@ -11,7 +11,8 @@
 #include "attnkit/registry/registry.h"
 #include "backends/cpu_flash/cpu_flash_backend.h"
 #include "backends/cpu_mla/cpu_mla_backend.h"
-#include "backends/cuda/cuda_backends.h"
+#include "backends/cuda_flash/cuda_flash_backend.h"
+#include "backends/cuda_paged/cuda_paged_backend.h"
 #include "backends/cuda_mla/cuda_mla_backend.h"
 #include "backends/reference/reference_backend.h"
 

@@ -34,6 +34,10 @@ std::unique_ptr<DeviceMemory> make_host_memory();
 // CUDA device `index` through the CUDA runtime. Throws Error(kUnsupported) when this
 // binary has no CUDA or the device is absent.
 std::unique_ptr<DeviceMemory> make_cuda_memory(int index = 0);
+// Whichever CUDA device is current on the calling thread when memory is allocated (the
+// caller chooses it with cudaSetDevice; nothing here changes it). Throws like
+// make_cuda_memory() when this binary has no CUDA.
+std::unique_ptr<DeviceMemory> make_current_cuda_memory();
 // The memory a backend of `platform` reads: host for CPU, CUDA device 0 for CUDA.
 std::unique_ptr<DeviceMemory> make_device_memory(PlatformKind platform);
 

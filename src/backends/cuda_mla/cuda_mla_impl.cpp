@@ -9,10 +9,10 @@
 #include "attnkit/backend/paged_params.h"
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
-#include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda_mla/cuda_mla_metadata.h"
 #include "backends/cuda_mla/mla_geometry.h"
 #include "backends/cuda_mla/mla_kernels.h"
+#include "kernels/cuda/device_plan.h"
 
 namespace attnkit::cuda_mla {
 namespace {

@@ -7,8 +7,7 @@
 #include "attnkit/core/error.h"
 #include "backends/cuda_mla/cuda_mla_plan.h"
 #include "backends/cuda_mla/mla_geometry.h"
-#include "kernels/cuda/device_buffer.h"
-#include "kernels/cuda/host_staging.h"
+#include "kernels/cuda/plan_upload.h"
 
 namespace attnkit::cuda_mla {
 
@@ -26,39 +25,17 @@ class CudaMlaBuilder final : public MetadataBuilder {
     meta_.causal = layer_.is_causal() && common.causal;
     const cuda::CudaPlan& plan = meta_.plan;
 
-    // Pack every section into one host staging vector, then one copy.
-    staging_.clear();
-    const size_t o_qsl = staging_.append(common.query_start_loc);
-    const size_t o_sl = staging_.append(common.seq_lens);
-    const size_t o_bt = staging_.append(common.block_table);
-    const size_t o_sm = staging_.append(common.slot_mapping);
-    const size_t o_small = staging_.append(plan.small_items);
-    const size_t o_large = staging_.append(plan.large_items);
-    const size_t o_comb = staging_.append(plan.combine_items);
-    metadata_.reserve(staging_.size());
-    metadata_.upload(staging_.data(), staging_.size());
-    char* base = static_cast<char*>(metadata_.data());
-    meta_.query_start_loc = reinterpret_cast<const int32_t*>(base + o_qsl);
-    meta_.seq_lens = reinterpret_cast<const int32_t*>(base + o_sl);
-    meta_.block_table =
-        common.block_table.empty() ? nullptr : reinterpret_cast<const int32_t*>(base + o_bt);
-    meta_.slot_mapping =
-        common.slot_mapping.empty() ? nullptr : reinterpret_cast<const int64_t*>(base + o_sm);
-
-    const size_t partial_rows =
-        static_cast<size_t>(plan.num_partial_slots) * static_cast<size_t>(layer_.num_heads);
-    const size_t o_bytes = partial_rows * kMlaValueDim * sizeof(float);
-    workspace_.reserve(mla_workspace_bytes(plan, layer_.num_heads) + 16);
-
-    cuda::DevicePlan& dev = meta_.device;
-    dev.small_items = reinterpret_cast<const cuda::CudaWorkItem*>(base + o_small);
-    dev.num_small = static_cast<int>(plan.small_items.size());
-    dev.large_items = reinterpret_cast<const cuda::CudaWorkItem*>(base + o_large);
-    dev.num_large = static_cast<int>(plan.large_items.size());
-    dev.combine_items = reinterpret_cast<const cuda::CudaCombineItem*>(base + o_comb);
-    dev.num_combine = static_cast<int>(plan.combine_items.size());
-    dev.partial_o = static_cast<float*>(workspace_.data());
-    dev.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace_.data()) + o_bytes);
+    // No split counters: CUDA_MLA merges splits with the combine launch.
+    const size_t partial_o_floats = static_cast<size_t>(plan.num_partial_slots) *
+                                    static_cast<size_t>(layer_.num_heads) * kMlaValueDim;
+    const cuda::UploadedStep step = upload_.upload(
+        {common.query_start_loc, common.seq_lens, common.block_table, common.slot_mapping}, plan,
+        layer_.num_heads, 0, partial_o_floats);
+    meta_.query_start_loc = step.query_start_loc;
+    meta_.seq_lens = step.seq_lens;
+    meta_.block_table = step.block_table;
+    meta_.slot_mapping = step.slot_mapping;
+    meta_.device = step.device;
     return meta_;
   }
 
@@ -66,9 +43,7 @@ class CudaMlaBuilder final : public MetadataBuilder {
   AttentionLayerParams layer_;
   int num_sms_;
   CudaMlaMetadata meta_;
-  cuda::HostStaging staging_;
-  cuda::DeviceBuffer metadata_;
-  cuda::DeviceBuffer workspace_;
+  cuda::PlanUpload upload_;
 };
 
 }  // namespace

@@ -15,8 +15,8 @@
 #include <memory>
 
 #include "attnkit/backend/backend.h"
-#include "backends/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_plan.h"
+#include "kernels/cuda/device_plan.h"
 
 namespace attnkit::cuda_mla {
 

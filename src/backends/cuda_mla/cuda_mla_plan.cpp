@@ -79,9 +79,4 @@ double wave_efficiency(const cuda::CudaPlan& plan, int num_sms) {
   return slots == 0 ? 1.0 : static_cast<double>(small + large) / static_cast<double>(slots);
 }
 
-size_t mla_workspace_bytes(const cuda::CudaPlan& plan, int num_heads) {
-  const size_t rows = static_cast<size_t>(plan.num_partial_slots) * static_cast<size_t>(num_heads);
-  return rows * kMlaValueDim * sizeof(float) + rows * sizeof(float);
-}
-
 }  // namespace attnkit::cuda_mla

@@ -27,8 +27,4 @@ cuda::CudaPlan plan_mla_step(const AttentionLayerParams& layer,
 // with small-row CTAs two to an SM and large-row CTAs one (their shared memory on sm_90).
 double wave_efficiency(const cuda::CudaPlan& plan, int num_sms);
 
-// Bytes of the split-KV workspace the plan needs: partial_o fp32 [slots, num_heads, 512]
-// then partial_lse fp32 [slots, num_heads] (cuda::DevicePlan layout).
-size_t mla_workspace_bytes(const cuda::CudaPlan& plan, int num_heads);
-
 }  // namespace attnkit::cuda_mla

@@ -2,7 +2,7 @@
 // compute dtype's instances, then merges split-KV partials.
 #include <string>
 
-#include "backends/cuda/split_kv_combine.cuh"
+#include "kernels/cuda/split_kv_combine.cuh"
 #include "backends/cuda_mla/mla_kernels.h"
 #include "backends/cuda_mla/mla_launch.cuh"
 

@@ -26,7 +26,7 @@
 
 #include <type_traits>
 
-#include "backends/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_plan.h"
 #include "backends/cuda_mla/mla_geometry.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/mma_primitives.cuh"

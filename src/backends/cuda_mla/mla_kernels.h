@@ -3,7 +3,7 @@
 // build has CUDA). No CUDA types cross this header.
 
 #include "attnkit/kernels/paged_attention_params.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_plan.h"
 
 namespace attnkit::cuda_mla {
 

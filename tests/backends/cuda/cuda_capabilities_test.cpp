@@ -7,7 +7,8 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/platform.h"
-#include "backends/cuda/cuda_backends.h"
+#include "backends/cuda_flash/cuda_flash_backend.h"
+#include "backends/cuda_paged/cuda_paged_backend.h"
 
 namespace attnkit {
 namespace {

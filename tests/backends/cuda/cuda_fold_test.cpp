@@ -9,7 +9,7 @@
 
 #if ATTNKIT_HAS_CUDA
 
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda_flash/flash_kernels.h"
 
 namespace attnkit::cuda {
 namespace {

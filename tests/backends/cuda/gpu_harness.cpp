@@ -12,7 +12,8 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
-#include "backends/cuda/cuda_backends.h"
+#include "backends/cuda_flash/cuda_flash_backend.h"
+#include "backends/cuda_paged/cuda_paged_backend.h"
 
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime.h>

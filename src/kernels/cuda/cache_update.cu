@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_plan.h"
 #include "kernels/cuda/device_common.cuh"
 
 namespace attnkit::cuda {
@@ -228,6 +228,14 @@ void launch_cache_update(const CacheUpdateParams& params) {
   }
   cache_update_kernel<<<params.num_tokens, 256>>>(params);
   ATTNKIT_CUDA_CHECK_LAUNCH(cache_update_kernel);
+}
+
+int current_device_sm_count() {
+  int device = 0;
+  ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
+  int count = 0;
+  ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+  return count;
 }
 
 }  // namespace attnkit::cuda

@@ -16,9 +16,9 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda_paged/paged_kernels.h"
 #include "kernels/cuda/device_common.cuh"
-#include "backends/cuda/split_kv_combine.cuh"
+#include "kernels/cuda/split_kv_combine.cuh"
 
 namespace attnkit::cuda {
 namespace {
@@ -335,14 +335,6 @@ void launch_paged_attention(const PagedAttentionParams& p, const DevicePlan& pla
                                                std::string(to_string(p.q_dtype)) +
                                                " not supported (supported: float16, bfloat16)");
   }
-}
-
-int current_device_sm_count() {
-  int device = 0;
-  ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
-  int count = 0;
-  ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return count;
 }
 
 }  // namespace attnkit::cuda

@@ -6,7 +6,7 @@
 // where each partial o_k is already divided by its own l_k and lse_k = m_k + log2(l_k).
 
 #include "kernels/cuda/cuda_check.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "kernels/cuda/device_plan.h"
 #include "kernels/cuda/device_common.cuh"
 
 namespace attnkit::cuda {

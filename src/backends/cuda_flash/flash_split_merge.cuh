@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda_flash/flash_kernels.h"
 #include "kernels/cuda/cuda_plan.h"
 #include "kernels/cuda/device_common.cuh"
-#include "backends/cuda/flash_trace.cuh"
+#include "backends/cuda_flash/flash_trace.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {

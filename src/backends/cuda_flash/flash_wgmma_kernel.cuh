@@ -28,9 +28,9 @@
 //   Q [2 consumers][D/64 slabs][64 rows][64] | stage s: K [D/64][BN][64], V [D/64][BN][64]
 //   | full_k, full_v, empty_k, empty_v mbarriers [STAGES] each
 
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda_flash/flash_kernels.h"
 #include "kernels/cuda/device_common.cuh"
-#include "backends/cuda/flash_split_merge.cuh"
+#include "backends/cuda_flash/flash_split_merge.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 

@@ -1,5 +1,5 @@
 // CUDA_FLASH kernels for head size 256 (both dtypes, decode and prefill tiles).
-#include "backends/cuda/flash_launch.cuh"
+#include "backends/cuda_flash/flash_launch.cuh"
 
 namespace attnkit::cuda {
 

@@ -1,7 +1,9 @@
 #pragma once
-// Host entry points of the CUDA kernels (defined in the .cu files, compiled only when the
-// build has CUDA). No CUDA types cross this header, so the host-side backend code includes
-// it in every build and calls it only under ATTNKIT_HAS_CUDA.
+// What a step's CUDA kernels read besides the kernel contract (paged_attention_params.h):
+// the work plan on the device (cuda_plan.h's items, uploaded by plan_upload.h) and the
+// split-KV workspace; plus the CUDA building blocks every CUDA backend launches (the cache
+// update) and the device facts the planner needs. No CUDA types cross this header, so
+// host-side backend code includes it in every build and calls it only under ATTNKIT_HAS_CUDA.
 //
 // All pointers (params, plan arrays, workspace) are device pointers. Launches go to the
 // legacy default stream; every CUDA call is checked (an Error naming the call on failure).
@@ -36,7 +38,7 @@ struct DevicePlan {
   unsigned* split_counters = nullptr;
 };
 
-// Kernel geometry the planner must follow (PlanShape fields) for each backend.
+// Kernel geometry the planner must follow (PlanShape fields): each backend states its own.
 struct KernelGeometry {
   int small_rows = 0;
   int large_rows = 0;
@@ -44,26 +46,9 @@ struct KernelGeometry {
   // Small-row (decode) CTAs resident per SM: split-KV aims at one full wave of them.
   int small_ctas_per_sm = 4;
 };
-KernelGeometry paged_geometry(int head_size);
-KernelGeometry flash_geometry(int head_size);
 
 // Writes key/value rows into the cache at slot_mapping (CacheUpdateParams contract).
 void launch_cache_update(const CacheUpdateParams& params);
-// CUDA_PAGED: CUDA-core kernel, then the split-KV combine when the plan has splits.
-void launch_paged_attention(const PagedAttentionParams& params, const DevicePlan& plan);
-// CUDA_FLASH: tensor-core kernels (small-row and large-row); split-KV groups are merged
-// in place by their last CTA (no combine launch).
-// Its launches are programmatic dependent launches on sm_90+ (flash_launch.cuh).
-struct FlashLaunchOptions {
-  // fresh_kv.key set: the kernel writes this step's keys/values into the cache itself (no
-  // cache-update launch); only for decode plans (no large-row items), causal self-attention
-  // with the cache in the compute dtype and unit scales (can_fold_cache_update).
-  CacheUpdateParams fresh_kv{};
-};
-bool can_fold_cache_update(const CacheUpdateParams& update, const PagedAttentionParams& params,
-                           const DevicePlan& plan);
-void launch_flash_attention(const PagedAttentionParams& params, const DevicePlan& plan,
-                            const FlashLaunchOptions& options);
 
 // Multiprocessors of the current device.
 int current_device_sm_count();

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
-#include "backends/cuda/flash_wgmma.h"
-#include "backends/cuda/flash_wgmma_kernel.cuh"
+#include "backends/cuda_flash/flash_wgmma.h"
+#include "backends/cuda_flash/flash_wgmma_kernel.cuh"
 #include "kernels/cuda/kernel_launch.cuh"
 
 #include "attnkit/core/options.h"

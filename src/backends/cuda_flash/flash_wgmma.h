@@ -4,7 +4,7 @@
 // (ATTNKIT_CUDA_SM90A). Host declarations only.
 
 #include "attnkit/kernels/paged_attention_params.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda_flash/flash_kernels.h"
 
 namespace attnkit::cuda {
 

@@ -5,8 +5,8 @@
 
 #include "attnkit/build_config.h"
 #include "kernels/cuda/cuda_check.h"
-#include "backends/cuda/flash_kernel.cuh"
-#include "backends/cuda/flash_wgmma.h"
+#include "backends/cuda_flash/flash_kernel.cuh"
+#include "backends/cuda_flash/flash_wgmma.h"
 #include "kernels/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda {

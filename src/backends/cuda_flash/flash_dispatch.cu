@@ -2,7 +2,7 @@
 // the kernel itself, see flash_kernel.cuh).
 #include <string>
 
-#include "backends/cuda/flash_launch.cuh"
+#include "backends/cuda_flash/flash_launch.cuh"
 
 namespace attnkit::cuda {
 
@@ -66,8 +66,13 @@ void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& pla
       break;
     default:
       throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: head_size " + std::to_string(p.head_size) +
-                                               " not supported (supported: 64, 128, 256)");
+                                               " not supported " +
+                                               "(supported: " + std::to_string(kFlashHeadSizes[0]) +
+                                               ", " + std::to_string(kFlashHeadSizes[1]) + ", " +
+                                               std::to_string(kFlashHeadSizes[2]) + ")");
   }
+  static_assert(kFlashHeadSizes == std::array<int, 3>{64, 128, 256},
+                "the cases above are the instances of kFlashHeadSizes");
   // Split-KV partials are merged inside the attention kernel (last split of each group).
 }
 

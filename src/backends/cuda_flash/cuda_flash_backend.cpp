@@ -1,0 +1,101 @@
+#include "backends/cuda_flash/cuda_flash_backend.h"
+
+#include <string>
+
+#include "attnkit/build_config.h"
+#include "backend/planned_cuda.h"
+#include "backends/cuda_flash/flash_kernels.h"
+
+namespace attnkit {
+namespace {
+
+// The head sizes CUDA_FLASH has kernels for (one template instance each, dispatched in
+// flash_dispatch.cu): the XOR swizzle of shared memory needs at least 8 16-byte chunks per
+// row (64) and the output accumulators must fit in registers (256).
+const BackendCapabilities& flash_capabilities() {
+  static const BackendCapabilities caps = [] {
+    BackendCapabilities c = cuda::planned_cuda_capabilities();
+    c.kv_cache_dtypes = {KvCacheDType::kFloat16, KvCacheDType::kBFloat16};
+    c.head_sizes = SizeRule::list({cuda::kFlashHeadSizes.begin(), cuda::kFlashHeadSizes.end()});
+    return c;
+  }();
+  return caps;
+}
+
+// CUDA_FLASH reads K/V straight into the tensor cores, so the cache must hold the compute
+// dtype: a reason when `kv_cache_dtype` resolves to anything else, else empty.
+std::string flash_kv_dtype_reason(DType dtype, KvCacheDType kv_cache_dtype) {
+  if (kv_cache_dtype == KvCacheDType::kAuto) return {};
+  if (scalar_type_of(kv_cache_dtype, dtype) == scalar_type_of(dtype)) return {};
+  return "kv_cache_dtype " + std::string(to_string(kv_cache_dtype)) + " differs from dtype " +
+         std::string(to_string(dtype)) +
+         " (CUDA_FLASH feeds the cache to the tensor cores: supported: auto or the compute "
+         "dtype)";
+}
+
+cuda::PlanShape flash_plan_shape(const AttentionLayerParams& layer, int num_sms) {
+#if ATTNKIT_HAS_CUDA
+  const cuda::KernelGeometry geometry = cuda::flash_geometry(layer.head_size);
+#else
+  // Same numbers as the kernels' configurations (flash_launch.cuh), so that plans made
+  // without CUDA (planning tests) match the GPU build.
+  const cuda::KernelGeometry geometry{16, layer.head_size == 256 ? 64 : 128, 64,
+                                      layer.head_size == 64 ? 4 : 2};
+#endif
+  cuda::PlanShape shape = cuda::layer_plan_shape(layer, num_sms, geometry);
+  shape.round_splits = true;  // the last CTA of a split group merges it in place
+  return shape;
+}
+
+#if ATTNKIT_HAS_CUDA
+void flash_launch(const PagedAttentionParams& p, const cuda::DevicePlan& plan,
+                  const CacheUpdateParams* update) {
+  cuda::FlashLaunchOptions options;
+  if (update != nullptr) {
+    if (cuda::can_fold_cache_update(*update, p, plan)) {
+      options.fresh_kv = *update;  // the attention launch writes the cache itself
+    } else {
+      cuda::launch_cache_update(*update);
+    }
+  }
+  cuda::launch_flash_attention(p, plan, options);
+}
+#else
+void flash_launch(const PagedAttentionParams&, const cuda::DevicePlan&, const CacheUpdateParams*) {}
+#endif
+
+const cuda::PlannedKernels kFlashKernels{"CUDA_FLASH", flash_plan_shape, flash_launch};
+
+class CudaFlashBackend final : public AttentionBackend {
+ public:
+  std::string_view name() const override { return kFlashKernels.backend_name; }
+  std::string_view description() const override {
+    return "tensor-core (mma.sync) flash attention over the paged KV cache: prefill, "
+           "split-KV decode with GQA heads packed into M, mixed batches";
+  }
+  const BackendCapabilities& capabilities() const override { return flash_capabilities(); }
+  std::unique_ptr<MetadataBuilder> make_builder(const KvCacheSpec& /*spec*/,
+                                                const AttentionLayerParams& layer) const override {
+    return cuda::make_planned_builder(kFlashKernels, layer);
+  }
+  std::unique_ptr<AttentionImpl> make_impl(const AttentionLayerParams& layer) const override {
+    return cuda::make_planned_impl(kFlashKernels, layer);
+  }
+
+ protected:
+  std::vector<std::string> check_combination(const SelectorConfig& config,
+                                             const Platform& /*platform*/) const override {
+    std::vector<std::string> reasons = cuda::planned_cuda_combination_reasons(config);
+    std::string reason = flash_kv_dtype_reason(config.dtype, config.kv_cache_dtype);
+    if (!reason.empty()) reasons.insert(reasons.begin(), std::move(reason));
+    return reasons;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<AttentionBackend> make_cuda_flash_backend() {
+  return std::make_unique<CudaFlashBackend>();
+}
+
+}  // namespace attnkit
