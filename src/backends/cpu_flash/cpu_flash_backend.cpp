@@ -9,8 +9,6 @@
 namespace attnkit {
 namespace {
 
-constexpr int kMaxHeadSize = 576;  // MLA's latent width; the widest size the tests prove
-
 class CpuFlashBackend final : public AttentionBackend {
  public:
   std::string_view name() const override { return "CPU_FLASH"; }
@@ -33,9 +31,10 @@ class CpuFlashBackend final : public AttentionBackend {
     std::vector<std::string> reasons;
     // The capability list checks head_size only; the kernels need the same of head_size_v.
     if (c.head_size_v % cpu::kHeadSizeMultiple != 0 || c.head_size_v < cpu::kHeadSizeMultiple ||
-        c.head_size_v > kMaxHeadSize) {
+        c.head_size_v > cpu::kMaxHeadSize) {
       reasons.push_back("head_size_v " + std::to_string(c.head_size_v) +
-                        " not supported (supported: multiples of 16 up to 576)");
+                        " not supported (supported: multiples of 16 up to " +
+                        std::to_string(cpu::kMaxHeadSize) + ")");
     }
     if (c.num_heads > 0 && c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads != 0) {
       reasons.push_back("num_heads " + std::to_string(c.num_heads) +
@@ -58,7 +57,8 @@ const BackendCapabilities& cpu_flash_capabilities() {
     c.dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
     c.kv_cache_dtypes = {KvCacheDType::kFloat32, KvCacheDType::kFloat16, KvCacheDType::kBFloat16,
                          KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2};
-    c.head_sizes = SizeRule::multiple(cpu::kHeadSizeMultiple, cpu::kHeadSizeMultiple, kMaxHeadSize);
+    c.head_sizes =
+        SizeRule::multiple(cpu::kHeadSizeMultiple, cpu::kHeadSizeMultiple, cpu::kMaxHeadSize);
     c.separate_v_head_size = true;
     c.kernel_block_sizes = SizeRule::any();  // block pointers are walked per key
     c.preferred_block_size = 16;

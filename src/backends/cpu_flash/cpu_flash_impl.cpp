@@ -30,9 +30,10 @@ CpuFlashImpl::CpuFlashImpl(const AttentionLayerParams& layer) : layer_(layer) {
                 std::to_string(layer.num_kv_heads));
   }
   for (int size : {layer.head_size, layer.head_size_v}) {
-    if (size <= 0 || size % kHeadSizeMultiple != 0 || size > 576) {
+    if (size <= 0 || size % kHeadSizeMultiple != 0 || size > kMaxHeadSize) {
       unsupported("head size " + std::to_string(size) +
-                  " not supported (supported: multiples of 16 up to 576)");
+                  " not supported (supported: multiples of 16 up to " +
+                  std::to_string(kMaxHeadSize) + ")");
     }
   }
   if (layer.use_mla && (layer.num_kv_heads != 1 || layer.head_size_v > layer.head_size)) {

@@ -4,8 +4,14 @@
 // runs the flash kernels over the plan its builder made.
 
 #include "attnkit/backend/backend.h"
+#include "attnkit/kernels/mla_geometry.h"
 
 namespace attnkit::cpu {
+
+// CPU_FLASH's head sizes (K and V): multiples of kHeadSizeMultiple (flash_attention.h) up
+// to MLA's latent width, the widest size the tests prove. Its capabilities and its kernel
+// checks both read this.
+inline constexpr int kMaxHeadSize = kMlaLatentDim;
 
 class CpuFlashImpl final : public AttentionImpl {
  public:

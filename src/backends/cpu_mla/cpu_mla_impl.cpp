@@ -50,9 +50,9 @@ CpuMlaImpl::CpuMlaImpl(const AttentionLayerParams& layer) : layer_(layer) {
   require(layer.num_kv_heads == 1, kNo, "num_kv_heads {} not supported (MLA: 1)",
           layer.num_kv_heads);
   require(layer.num_heads > 0, kNo, "num_heads {} must be positive", layer.num_heads);
-  require(layer.head_size == kKvLoraRank + kRopeDim && layer.head_size_v == kKvLoraRank, kNo,
-          "head_size {} / head_size_v {} not supported (supported: 576 / 512)", layer.head_size,
-          layer.head_size_v);
+  require(layer.head_size == kMlaLatentDim && layer.head_size_v == kMlaValueDim, kNo,
+          "head_size {} / head_size_v {} not supported (supported: {} / {})", layer.head_size,
+          layer.head_size_v, kMlaLatentDim, kMlaValueDim);
   require(layer.sinks.empty() && layer.soft_cap == 0.0f && layer.chunk_size == 0, kNo,
           "sinks, soft-capping and chunked-local attention are not supported");
   check_layer_params(layer, "CPU_MLA");

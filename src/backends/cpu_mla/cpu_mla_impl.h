@@ -7,13 +7,15 @@
 #include <memory>
 
 #include "attnkit/backend/backend.h"
+#include "attnkit/kernels/mla_geometry.h"
 #include "backends/cpu_mla/mla_attention.h"
 #include "backends/cpu_mla/mla_plan.h"
 
 namespace attnkit::cpu_mla {
 
-inline constexpr int kKvLoraRank = 512;  // head_size_v: the latent (and V) width
-inline constexpr int kRopeDim = 64;      // decoupled rope part after the latent
+// The one MLA geometry (attnkit/kernels/mla_geometry.h).
+inline constexpr int kKvLoraRank = kMlaKvLoraRank;  // head_size_v: the latent (and V) width
+inline constexpr int kRopeDim = kMlaRopeDim;        // decoupled rope part after the latent
 
 class CpuMlaMetadata final : public AttentionMetadata {
  public:
