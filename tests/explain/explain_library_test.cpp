@@ -269,13 +269,15 @@ TEST_F(Explain, TextGroupsLayersWithIdenticalOutcome) {
 TEST_F(Explain, JsonHasTheStableSchema) {
   const nlohmann::json j =
       to_json(run("gemma-3-1b-it", R"({"backend_per_kind": {"sliding_window": "REFERENCE"}})"));
-  for (const char* key : {"model", "model_type", "architecture", "source", "platform",
-                          "platform_is_local", "runnable", "notes", "dtype", "kv_cache_dtype",
-                          "block_size", "attention_config", "warnings", "layers", "kv_cache_groups",
-                          "page_size_bytes", "num_buffers", "kv_bytes_per_token"}) {
+  for (const char* key :
+       {"model",           "model_type",        "architecture", "source",
+        "platform",        "platform_is_local", "runnable",     "notes",
+        "dtype",           "kv_cache_dtype",    "block_size",   "attention_config",
+        "warnings",        "kernel_variants",   "options",      "layers",
+        "kv_cache_groups", "page_size_bytes",   "num_buffers",  "kv_bytes_per_token"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
-  EXPECT_EQ(j.size(), 18u);
+  EXPECT_EQ(j.size(), 20u);
   EXPECT_EQ(j["model"], "gemma-3-1b-it");
   EXPECT_EQ(j["platform"], "cpu");
   EXPECT_TRUE(j["block_size"].is_null());
