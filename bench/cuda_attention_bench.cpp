@@ -5,7 +5,7 @@
 //   cuda_attention_bench [--json FILE] [--quick] [--only TEXT] [--trace] [--shape
 //   KIND,B,S,H,KVH,D[,sinks|,fp8]]...
 //
-// --trace (a build with ATTNKIT_FLASH_TRACE defined, see src/backends/cuda/flash_trace.cuh)
+// --trace (a build with ATTNKIT_FLASH_TRACE defined, see src/backends/cuda_flash/flash_trace.cuh)
 // also prints, per CUDA_FLASH shape, when the CTAs of one step pass each point of their
 // life (earliest, median and latest CTA, in microseconds from the step's first CTA) and the
 // host's time to issue one forward.
