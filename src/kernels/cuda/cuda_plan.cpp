@@ -47,17 +47,12 @@ void check_metadata(const PlanShape& shape, const std::vector<int32_t>& query_st
 
 }  // namespace
 
-KeyRange visible_key_range(const PlanShape& shape, int q_len, int kv_len, int row_begin,
-                           int row_end) {
-  if (!shape.causal) return {0, kv_len};
+KeySpan visible_key_range(const PlanShape& shape, int q_len, int kv_len, int row_begin,
+                          int row_end) {
   const int group = shape.num_heads / shape.num_kv_heads;
-  const int p_min = kv_len - q_len + row_begin / group;
-  const int p_max = kv_len - q_len + (row_end - 1) / group;
-  KeyRange range{0, std::min(kv_len, p_max + 1)};
-  if (shape.sliding_window > 0) range.lo = std::max(range.lo, p_min - shape.sliding_window + 1);
-  if (shape.chunk_size > 0)
-    range.lo = std::max(range.lo, p_min / shape.chunk_size * shape.chunk_size);
-  return range;
+  const MaskRule mask{shape.causal, shape.sliding_window, shape.chunk_size};
+  return visible_keys_of_rows(mask, query_position(q_len, kv_len, row_begin / group),
+                              query_position(q_len, kv_len, (row_end - 1) / group), kv_len);
 }
 
 CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_start_loc,
@@ -90,9 +85,9 @@ CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_sta
       it.kv_len = kv_len;
       it.row_begin = r;
       it.row_end = std::min(rows, r + tile);
-      const KeyRange range = visible_key_range(shape, q_len, kv_len, it.row_begin, it.row_end);
-      it.kv_begin = std::max(0, range.lo);
-      it.kv_end = std::max(it.kv_begin, range.hi);
+      const KeySpan range = visible_key_range(shape, q_len, kv_len, it.row_begin, it.row_end);
+      it.kv_begin = range.begin;
+      it.kv_end = range.end;
       base.push_back({it, small});
       longest[static_cast<size_t>(i)] =
           std::max(longest[static_cast<size_t>(i)], it.kv_end - it.kv_begin);

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "attnkit/kernels/mask.h"
+
 namespace attnkit::cuda {
 
 // Plain ints so the array can be copied to the device as is. Layout shared with kernels.
@@ -72,13 +74,9 @@ struct CudaPlan {
   int num_split_groups = 0;   // distinct split_group values (0 .. num_split_groups - 1)
 };
 
-// The visible key range [lo, hi) of rows [row_begin, row_end) of a request (contract in
-// attnkit/kernels/paged_attention_params.h); lo >= hi when no row sees a key.
-struct KeyRange {
-  int lo = 0;
-  int hi = 0;
-};
-KeyRange visible_key_range(const PlanShape& shape, int q_len, int kv_len, int row_begin,
+// The keys rows [row_begin, row_end) of a request see together (mask.h's rule over the
+// rows' positions); empty when no row sees a key.
+KeySpan visible_key_range(const PlanShape& shape, int q_len, int kv_len, int row_begin,
                            int row_end);
 
 // Plans one step. query_start_loc has num_reqs + 1 entries, seq_lens num_reqs.

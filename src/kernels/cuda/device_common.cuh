@@ -72,29 +72,23 @@ __device__ __forceinline__ int64_t kv_token_offset(const PagedAttentionParams& p
   return static_cast<int64_t>(p.kv_start_loc[seq] + kpos) * token_stride;
 }
 
-// Whether query position `pos` sees key position `key` (key already < kv_len).
+// Whether query position `pos` sees key position `key` (key already < kv_len): mask.h's
+// rule.
 __device__ __forceinline__ bool key_visible(const PagedAttentionParams& p, int pos, int key) {
-  if (!p.causal) return true;
-  if (key > pos) return false;
-  if (p.sliding_window > 0 && key <= pos - p.sliding_window) return false;
-  if (p.chunk_size > 0 && key / p.chunk_size != pos / p.chunk_size) return false;
-  return true;
+  return attnkit::key_visible(mask_rule(p), pos, key);
 }
 
-// The keys [lo, hi] that query position `pos` sees (the rule of key_visible as one
-// interval, so that a kernel masks with two compares instead of divisions per key).
+// The keys [lo, hi] that query position `pos` sees among kv_end: mask.h's visible_keys as
+// the closed interval the kernels mask with (two compares per key instead of divisions);
+// lo > hi when it sees none.
 struct KeyWindow {
   int lo;
   int hi;
 };
 __device__ __forceinline__ KeyWindow visible_keys(const PagedAttentionParams& p, int pos,
                                                   int kv_end) {
-  KeyWindow w{0, kv_end - 1};
-  if (!p.causal) return w;
-  w.hi = min(w.hi, pos);
-  if (p.sliding_window > 0) w.lo = max(w.lo, pos - p.sliding_window + 1);
-  if (p.chunk_size > 0) w.lo = max(w.lo, pos / p.chunk_size * p.chunk_size);
-  return w;
+  const KeySpan span = attnkit::visible_keys(mask_rule(p), pos, kv_end);
+  return {span.begin, span.end - 1};
 }
 
 // Score in log2 units: scale, optional soft-cap, times log2(e).

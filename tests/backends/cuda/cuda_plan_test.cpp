@@ -197,18 +197,18 @@ TEST(CudaPlan, PrefillRowsAreTiledAndLongestTilesComeFirst) {
 TEST(CudaPlan, SlidingWindowAndChunksNarrowTheKeyRange) {
   PlanShape shape = decode_shape();
   shape.sliding_window = 100;
-  const KeyRange w = visible_key_range(shape, 1, 5000, 0, 4);
-  EXPECT_EQ(w.lo, 5000 - 100);
-  EXPECT_EQ(w.hi, 5000);
+  const KeySpan w = visible_key_range(shape, 1, 5000, 0, 4);
+  EXPECT_EQ(w.begin, 5000 - 100);
+  EXPECT_EQ(w.end, 5000);
   shape.sliding_window = 0;
   shape.chunk_size = 256;
-  const KeyRange c = visible_key_range(shape, 1, 1000, 0, 4);
-  EXPECT_EQ(c.lo, 768);
-  EXPECT_EQ(c.hi, 1000);
+  const KeySpan c = visible_key_range(shape, 1, 1000, 0, 4);
+  EXPECT_EQ(c.begin, 768);
+  EXPECT_EQ(c.end, 1000);
   shape.causal = false;
-  const KeyRange n = visible_key_range(shape, 7, 33, 0, 28);
-  EXPECT_EQ(n.lo, 0);
-  EXPECT_EQ(n.hi, 33);
+  const KeySpan n = visible_key_range(shape, 7, 33, 0, 28);
+  EXPECT_EQ(n.begin, 0);
+  EXPECT_EQ(n.end, 33);
 }
 
 TEST(CudaPlan, RandomMixedBatchesKeepEveryInvariant) {
