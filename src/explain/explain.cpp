@@ -6,21 +6,13 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/options.h"
-#include "attnkit/kv_cache/spec_factory.h"
-#include "attnkit/selector/layer_config.h"
+#include "attnkit/selector/startup_plan.h"
 
 namespace attnkit {
-
 namespace {
 
 void add_distinct(std::vector<std::string>& list, const std::string& item) {
   if (std::find(list.begin(), list.end(), item) == list.end()) list.push_back(item);
-}
-
-// Errors keep the selector's or planner's message and say which layer they are about.
-[[noreturn]] void rethrow_for_layer(const Error& e, const LayerSpec& layer) {
-  throw Error(e.code(), fmt::format("Layer {} ({}, {}): {}", layer.index, layer.name,
-                                    describe_kind(layer), e.what()));
 }
 
 }  // namespace
@@ -36,29 +28,16 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
   out.attention = request.attention;
   for (const std::string& w : model.warnings) add_distinct(out.warnings, w);
 
-  // 1. Select per layer (the selector caches per distinct configuration, so layers with
-  //    equal configurations share one result).
+  // 1. The start-up plan `attnkit run` makes: selection per layer, then the KV cache.
   const Selector selector(request.attention, registry);
-  std::vector<LayerKvInput> kv_inputs;
-  std::vector<std::shared_ptr<const AttentionBackend>> in_use;  // keeps backends alive
+  StartupPlan plan = plan_startup(model, {out.dtype, out.kv_cache_dtype, request.block_size},
+                                  request.platform, selector);
+  size_t next = 0;  // plan.layers holds the attention layers in model order
   for (const LayerSpec& layer : model.layers) {
     LayerOutcome outcome;
     outcome.layer = layer;
     if (layer.is_attention) {
-      const SelectorConfig config =
-          selector_config(layer, out.dtype, out.kv_cache_dtype, request.block_size);
-      try {
-        outcome.selection = selector.select(config, request.platform);
-        std::shared_ptr<const AttentionBackend> backend = outcome.selection->chosen;
-        LayerKvInput input;
-        input.layer_index = layer.index;
-        input.spec = spec_for_layer(config, model.max_encoder_len);
-        input.backend = backend.get();
-        kv_inputs.push_back(input);
-        in_use.push_back(std::move(backend));
-      } catch (const Error& e) {
-        rethrow_for_layer(e, layer);
-      }
+      outcome.selection = plan.layers.at(next++).selection;
       for (const std::string& w : outcome.selection->warnings) add_distinct(out.warnings, w);
       if (!outcome.selection->runnable) {
         out.runnable = false;
@@ -84,7 +63,7 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
   }
 
   // 2. The KV cache those choices shape.
-  out.kv_cache = plan_kv_cache(kv_inputs, request.block_size);
+  out.kv_cache = std::move(plan.kv_cache);
   for (const KvCacheGroup& group : out.kv_cache.groups) {
     for (int index : group.layer_indices) {
       out.layers.at(static_cast<size_t>(index)).kv_cache_group = group.group_id;

@@ -9,6 +9,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/kv_cache/spec_factory.h"
 #include "attnkit/selector/layer_config.h"
+#include "attnkit/selector/startup_plan.h"
 #include "runtime/runner_impl.h"
 
 namespace attnkit {
@@ -57,22 +58,14 @@ ModelDescription reduce_model(const ModelDescription& model, int max_layers_per_
 }
 
 void ModelRunner::Impl::select_and_plan(const Selector& selector) {
-  // 1. Selection, once per distinct layer config.
-  std::vector<std::pair<SelectorConfig, std::shared_ptr<const SelectionResult>>> selections;
-  std::vector<LayerKvInput> kv_inputs;
-  for (const LayerSpec& spec : model.layers) {
-    if (!spec.is_attention) continue;
+  // 1. The start-up plan `attnkit explain` reports: selection per layer, the KV cache.
+  StartupPlan plan =
+      plan_startup(model, {dtype, options.kv_cache_dtype, options.block_size}, platform, selector);
+  for (PlannedLayer& planned : plan.layers) {
+    const LayerSpec& spec = planned.layer;
     Layer layer;
     layer.spec = spec;
-    const SelectorConfig config =
-        selector_config(spec, dtype, options.kv_cache_dtype, options.block_size);
-    auto it = std::find_if(selections.begin(), selections.end(),
-                           [&](const auto& s) { return s.first == config; });
-    if (it == selections.end()) {
-      selections.emplace_back(config, selector.select(config, platform));
-      it = std::prev(selections.end());
-    }
-    layer.selection = it->second;
+    layer.selection = planned.selection;
     if (!layer.selection->runnable) {
       throw Error(ErrorCode::kUnsupported,
                   fmt::format("layer {} ({}): the selected backend {} cannot run here: {}",
@@ -84,8 +77,7 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
     layer.params.layer_index = spec.index;
     layer.params.checked = options.checked.has_value() ? *options.checked : checked_mode_default();
     if (spec.has_sinks) layer.params.sinks = gen.sinks(spec.index, spec.num_heads);
-    layer.kv_spec = spec_for_layer(config, model.max_encoder_len);
-    kv_inputs.push_back({spec.index, layer.kv_spec, layer.backend.get()});
+    layer.kv_spec = planned.kv_spec;
     layers.push_back(std::move(layer));
   }
   if (layers.empty()) {
@@ -94,7 +86,7 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
   }
 
   // 2. The KV cache, shaped by the chosen backends.
-  kv_config = plan_kv_cache(kv_inputs, options.block_size);
+  kv_config = std::move(plan.kv_cache);
   if (kv_config.bytes_per_block() == 0) {
     num_blocks = 2;  // no layer holds a cache (encoder-only): the pool only needs to exist
   } else if (options.num_blocks > 0) {
