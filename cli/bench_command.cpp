@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "attnkit/core/error.h"
-#include "attnkit/registry/registry.h"
-#include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/bench/attention_bench.h"
 #include "attnkit/bench/machine_ceilings.h"
+#include "attnkit/core/error.h"
+#include "attnkit/kernels/cpu_isa.h"
+#include "attnkit/registry/registry.h"
 #include "commands.h"
 #include "common_options.h"
 

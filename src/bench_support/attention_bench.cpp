@@ -11,9 +11,9 @@
 #include <random>
 #include <sstream>
 
+#include "attnkit/bench/machine_ceilings.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
-#include "attnkit/bench/machine_ceilings.h"
 #include "attnkit/kernels/mask.h"
 
 namespace attnkit::bench {

@@ -12,8 +12,8 @@
 #include "backends/cpu_flash/cpu_flash_backend.h"
 #include "backends/cpu_mla/cpu_mla_backend.h"
 #include "backends/cuda_flash/cuda_flash_backend.h"
-#include "backends/cuda_paged/cuda_paged_backend.h"
 #include "backends/cuda_mla/cuda_mla_backend.h"
+#include "backends/cuda_paged/cuda_paged_backend.h"
 #include "backends/reference/reference_backend.h"
 
 namespace attnkit {

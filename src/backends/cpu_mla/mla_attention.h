@@ -10,8 +10,8 @@
 
 #include <vector>
 
-#include "attnkit/kernels/paged_attention_params.h"
 #include "attnkit/kernels/cpu_isa.h"
+#include "attnkit/kernels/paged_attention_params.h"
 #include "backends/cpu_mla/mla_plan.h"
 
 namespace attnkit::cpu_mla {

@@ -27,9 +27,9 @@
 // reused after the main loop as fp32 [WARPS_N][kRows][D + 4] partial O, then m and l.
 
 #include "backends/cuda_flash/flash_kernels.h"
-#include "kernels/cuda/device_common.cuh"
 #include "backends/cuda_flash/flash_split_merge.cuh"
 #include "backends/cuda_flash/flash_trace.cuh"
+#include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {

@@ -4,9 +4,9 @@
 // flash_kernel.cuh for the shared-memory layout.
 
 #include "attnkit/build_config.h"
-#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda_flash/flash_kernel.cuh"
 #include "backends/cuda_flash/flash_wgmma.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda {

@@ -6,9 +6,9 @@
 #include <cstdint>
 
 #include "backends/cuda_flash/flash_kernels.h"
+#include "backends/cuda_flash/flash_trace.cuh"
 #include "kernels/cuda/cuda_plan.h"
 #include "kernels/cuda/device_common.cuh"
-#include "backends/cuda_flash/flash_trace.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {

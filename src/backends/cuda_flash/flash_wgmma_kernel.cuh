@@ -29,8 +29,8 @@
 //   | full_k, full_v, empty_k, empty_v mbarriers [STAGES] each
 
 #include "backends/cuda_flash/flash_kernels.h"
-#include "kernels/cuda/device_common.cuh"
 #include "backends/cuda_flash/flash_split_merge.cuh"
+#include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 

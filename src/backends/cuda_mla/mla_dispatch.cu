@@ -2,9 +2,9 @@
 // compute dtype's instances, then merges split-KV partials.
 #include <string>
 
-#include "kernels/cuda/split_kv_combine.cuh"
 #include "backends/cuda_mla/mla_kernels.h"
 #include "backends/cuda_mla/mla_launch.cuh"
+#include "kernels/cuda/split_kv_combine.cuh"
 
 namespace attnkit::cuda_mla {
 

@@ -26,9 +26,9 @@
 
 #include <type_traits>
 
-#include "kernels/cuda/device_plan.h"
 #include "backends/cuda_mla/mla_geometry.h"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/device_plan.h"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda_mla {

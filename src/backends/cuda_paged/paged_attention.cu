@@ -15,8 +15,8 @@
 
 #include <string>
 
-#include "kernels/cuda/cuda_check.h"
 #include "backends/cuda_paged/paged_kernels.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/split_kv_combine.cuh"
 

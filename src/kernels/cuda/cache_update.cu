@@ -15,8 +15,8 @@
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_plan.h"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/device_plan.h"
 
 namespace attnkit::cuda {
 namespace {

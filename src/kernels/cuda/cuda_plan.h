@@ -77,7 +77,7 @@ struct CudaPlan {
 // The keys rows [row_begin, row_end) of a request see together (mask.h's rule over the
 // rows' positions); empty when no row sees a key.
 KeySpan visible_key_range(const PlanShape& shape, int q_len, int kv_len, int row_begin,
-                           int row_end);
+                          int row_end);
 
 // Plans one step. query_start_loc has num_reqs + 1 entries, seq_lens num_reqs.
 // Throws Error(kInvalidArgument) on inconsistent metadata (naming the request).

@@ -6,8 +6,8 @@
 // where each partial o_k is already divided by its own l_k and lse_k = m_k + log2(l_k).
 
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/device_plan.h"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/device_plan.h"
 
 namespace attnkit::cuda {
 

@@ -4,12 +4,11 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/cuda/cuda_check.h"
+#include "attnkit/core/options.h"
 #include "backends/cuda_flash/flash_wgmma.h"
 #include "backends/cuda_flash/flash_wgmma_kernel.cuh"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernel_launch.cuh"
-
-#include "attnkit/core/options.h"
 
 namespace attnkit::cuda {
 namespace {
