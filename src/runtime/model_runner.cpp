@@ -61,11 +61,11 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
   // 1. The start-up plan `attnkit explain` reports: selection per layer, the KV cache.
   StartupPlan plan =
       plan_startup(model, {dtype, options.kv_cache_dtype, options.block_size}, platform, selector);
-  for (PlannedLayer& planned : plan.layers) {
-    const LayerSpec& spec = planned.layer;
+  for (LayerPlan& layer_plan : plan.layers) {
+    const LayerSpec& spec = layer_plan.layer;
     Layer layer;
     layer.spec = spec;
-    layer.selection = planned.selection;
+    layer.selection = layer_plan.selection;
     if (!layer.selection->runnable) {
       throw Error(ErrorCode::kUnsupported,
                   fmt::format("layer {} ({}): the selected backend {} cannot run here: {}",
@@ -77,7 +77,7 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
     layer.params.layer_index = spec.index;
     layer.params.checked = options.checked.has_value() ? *options.checked : checked_mode_default();
     if (spec.has_sinks) layer.params.sinks = gen.sinks(spec.index, spec.num_heads);
-    layer.kv_spec = planned.kv_spec;
+    layer.kv_spec = layer_plan.kv_spec;
     layers.push_back(std::move(layer));
   }
   if (layers.empty()) {

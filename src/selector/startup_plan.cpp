@@ -25,7 +25,7 @@ StartupPlan plan_startup(const ModelDescription& model, const StartupRequest& re
   std::vector<LayerKvInput> kv_inputs;
   for (const LayerSpec& layer : model.layers) {
     if (!layer.is_attention) continue;
-    PlannedLayer planned;
+    LayerPlan planned;
     planned.layer = layer;
     try {
       planned.config =
@@ -34,7 +34,7 @@ StartupPlan plan_startup(const ModelDescription& model, const StartupRequest& re
       // the answer.
       const auto same =
           std::find_if(plan.layers.begin(), plan.layers.end(),
-                       [&](const PlannedLayer& p) { return p.config == planned.config; });
+                       [&](const LayerPlan& p) { return p.config == planned.config; });
       planned.selection =
           same != plan.layers.end() ? same->selection : selector.select(planned.config, platform);
       planned.kv_spec = spec_for_layer(planned.config, model.max_encoder_len);

@@ -15,7 +15,7 @@
 
 namespace attnkit {
 
-struct PlannedLayer {
+struct LayerPlan {
   LayerSpec layer;
   SelectorConfig config;
   // Shared by every layer with the same configuration.
@@ -24,7 +24,7 @@ struct PlannedLayer {
 };
 
 struct StartupPlan {
-  std::vector<PlannedLayer> layers;  // attention layers only, in model order
+  std::vector<LayerPlan> layers;  // attention layers only, in model order
   KvCacheConfig kv_cache;
 };
 
