@@ -80,7 +80,7 @@ double median_ms(F&& run) {
 // Device-to-device copy of 2 GiB, counted as bytes read + written per second.
 inline double copy_bandwidth_gbs() {
   const size_t bytes = size_t{2} << 30;
-  DeviceBuffer src = device_buffer(bytes), dst(bytes);
+  DeviceBuffer src = device_buffer(bytes), dst = device_buffer(bytes);
   check(cudaMemset(src.data(), 1, bytes), "memset");
   const double ms = median_ms([&](int) {
     check(cudaMemcpy(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice), "copy");

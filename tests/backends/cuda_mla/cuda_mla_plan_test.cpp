@@ -310,8 +310,6 @@ TEST(CudaMlaPlan, DecodeWithManyHeadsPacksHeadsIntoLargeRowTiles) {
     EXPECT_GT(c.num_splits, 1);
     EXPECT_LE(c.slot_begin + c.num_splits, plan.num_partial_slots);
   }
-  EXPECT_EQ(cuda_mla::mla_workspace_bytes(plan, 128),
-            static_cast<size_t>(plan.num_partial_slots) * 128 * (512 + 1) * sizeof(float));
 }
 
 TEST(CudaMlaPlan, DecodeWithSixteenHeadsUsesSmallRowTiles) {
