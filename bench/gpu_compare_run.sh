@@ -11,6 +11,8 @@
 # attnkit_conformance_tests, cuda_attention_bench, mla_cuda_bench), base/ (the baseline's
 # cuda_attention_bench and mla_cuda_bench; optional) and lib/ (their shared libraries:
 # the device image has no fmt/spdlog/gtest packages). Logs go to OUT (8 files at most).
+# PART=proof runs the tests, sanitizers and runs only; PART=bench the benchmarks only
+# (default: both), so that each half fits one device call.
 set -u
 stage=$1
 out=$2
@@ -25,6 +27,8 @@ step() {  # name log limit command...
   echo "== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$summary"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$summary"
+part=${PART:-all}
+if [ "$part" != bench ]; then
 for t in "$stage"/bin/attnkit_backends_cuda*_tests; do
   step "$(basename "$t")" tests.log 150 "$t"
 done
@@ -43,6 +47,8 @@ for m in gemma-3-1b-it gpt-oss-20b llama-3.1-8b-instruct whisper-tiny deepseek-v
     --max-layers-per-kind 4
 done
 grep -E "^== run|verif|PASS|FAIL" "$out/run.log" | tee -a "$summary"
+fi
+[ "$part" = proof ] && { cat "$summary"; exit 0; }
 for round in 1 2; do
   for build in base bin; do
     [ -x "$stage/$build/cuda_attention_bench" ] || continue
