@@ -299,9 +299,10 @@ class ModelRunner::Impl::StepLoop {
     const HostTensor out(out_type_, {num_rows, p.num_heads, p.head_size_v});
 
     // On a CUDA platform the copies in and out are not attention time; the wait is.
-    DeviceIo& io = *r_.io;
-    const TensorView qd = io.stage(q, 0), kd = io.stage(k, 1), vd = io.stage(v, 2);
-    const TensorView od = io.scratch(out, 3);
+    DeviceIo& device_io = *r_.io;
+    const TensorView qd = device_io.stage(q, 0), kd = device_io.stage(k, 1),
+                     vd = device_io.stage(v, 2);
+    const TensorView od = device_io.scratch(out, 3);
     const AttentionMetadata& plan = *plans_[g].at(std::string(layer.backend->name()));
     std::vector<NonFiniteRows> non_finite;
     const auto t = Clock::now();
@@ -310,9 +311,9 @@ class ModelRunner::Impl::StepLoop {
     } catch (const NonFiniteOutputError& e) {
       non_finite = e.rows();  // reported below by request id; the output is complete
     }
-    io.synchronize();
+    device_io.synchronize();
     const double forward_seconds = seconds_since(t);
-    io.fetch(od, out);
+    device_io.fetch(od, out);
     if (non_finite.empty() && checked_mode(p)) {
       non_finite = find_non_finite_rows(out.view(), plan.common());
     }
