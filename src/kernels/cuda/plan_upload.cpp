@@ -1,6 +1,5 @@
 #include "kernels/cuda/plan_upload.h"
 
-#include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 
 namespace attnkit::cuda {
