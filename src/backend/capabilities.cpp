@@ -97,7 +97,22 @@ std::vector<std::pair<std::string, std::string>> BackendCapabilities::describe()
   rows.emplace_back("kv_connector", yes_no(kv_connector));
   rows.emplace_back("kv_layout",
                     required_layout ? std::string(to_string(*required_layout)) : "NHD");
+  rows.emplace_back("cuda_graphs", to_string(cuda_graphs));
   return rows;
+}
+
+const char* to_string(CudaGraphSupport support) {
+  switch (support) {
+    case CudaGraphSupport::kNever:
+      return "never";
+    case CudaGraphSupport::kUniformSingleTokenDecode:
+      return "uniform_single_token_decode";
+    case CudaGraphSupport::kUniformBatch:
+      return "uniform_batch";
+    case CudaGraphSupport::kAlways:
+      return "always";
+  }
+  return "never";
 }
 
 bool block_size_servable(const SizeRule& kernel_sizes, int block_size) {

@@ -1,11 +1,13 @@
 #include "backend/planned_cuda.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "attnkit/backend/forward_check.h"
 #include "attnkit/backend/paged_params.h"
+#include "attnkit/backend/step_limits.h"
 #include "attnkit/build_config.h"
 #include "attnkit/core/device_memory.h"
 #include "attnkit/core/error.h"
@@ -29,6 +31,11 @@ BackendCapabilities planned_cuda_capabilities() {
   caps.non_causal = true;
   // Split-KV partitioning depends on the whole batch, so results are not batch invariant.
   caps.batch_invariant = false;
+  // A graph-shaped build's partition depends only on the request count and each request's
+  // query tokens (fixed split counts; kernels skip empty splits), and every launch reads
+  // the batch from the reserved buffers: one captured graph serves every batch whose
+  // requests all bring the captured number of query tokens.
+  caps.cuda_graphs = CudaGraphSupport::kUniformBatch;
   return caps;
 }
 
@@ -61,15 +68,44 @@ PlanShape layer_plan_shape(const AttentionLayerParams& layer, int num_sms,
   return shape;
 }
 
+UploadCapacity planned_upload_capacity(const PlanShape& shape, const AttentionLayerParams& layer,
+                                       const StepLimits& limits) {
+  PlanShape bounded = shape;
+  bounded.max_partial_slots = reserved_partial_slots(shape, limits);
+  // Cross attention writes every request's encoder rows in the step that brings them.
+  const size_t slot_rows = layer.attn_type == AttentionType::kEncoderDecoder
+                               ? std::max(static_cast<size_t>(limits.max_num_tokens),
+                                          static_cast<size_t>(limits.max_num_reqs) *
+                                              static_cast<size_t>(limits.max_seq_len))
+                               : static_cast<size_t>(limits.max_num_tokens);
+  return upload_capacity(plan_bounds(bounded, limits), limits, slot_rows, layer.num_heads,
+                         layer.num_kv_heads, layer.head_size_v);
+}
+
 #if ATTNKIT_HAS_CUDA
 namespace {
 
 class PlannedBuilder final : public MetadataBuilder {
  public:
   PlannedBuilder(const PlannedKernels& kernels, const AttentionLayerParams& layer)
-      : layer_(layer), shape_(kernels.plan_shape(layer, current_device_sm_count())) {}
+      : kernels_(kernels),
+        layer_(layer),
+        shape_(kernels.plan_shape(layer, current_device_sm_count())) {}
 
-  const AttentionMetadata& build(const CommonAttentionMetadata& common) override {
+  size_t workspace_bytes(const StepLimits& limits) const override {
+    check_step_limits(limits, kernels_.backend_name);
+    return planned_upload_capacity(shape_, layer_, limits).total_bytes();
+  }
+
+  void reserve(const StepLimits& limits, void* workspace) override {
+    check_step_limits(limits, kernels_.backend_name);
+    upload_.reserve(planned_upload_capacity(shape_, layer_, limits), workspace);
+    shape_.max_partial_slots = reserved_partial_slots(shape_, limits);
+    limits_ = limits;
+  }
+
+  const AttentionMetadata& build(const CommonAttentionMetadata& common,
+                                 const ExecutionContext& ctx) override {
     const int num_reqs = common.num_reqs;
     if (static_cast<int>(common.seq_lens.size()) != num_reqs) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -83,29 +119,36 @@ class PlannedBuilder final : public MetadataBuilder {
                       " entries, expected num_reqs * max_blocks_per_req = " +
                       std::to_string(num_reqs * common.max_blocks_per_req));
     }
+    if (limits_.max_num_reqs > 0) check_within_limits(common, limits_, kernels_.backend_name);
+    PlanShape shape = shape_;
+    if (ctx.graph_shape) {
+      require_reserved_for_graphs(limits_, kernels_.backend_name);
+      // The split count a batch of this shape gets at the reserved longest context, for
+      // every request whatever its length: the plan's size depends on the shape alone.
+      shape.fixed_splits =
+          max_split_count(plan_work(shape_, common.query_start_loc,
+                                    uniform_seq_lens(common.query_start_loc, limits_.max_seq_len)));
+    }
     meta_.common_ = &common;
-    meta_.causal = shape_.causal;
-    meta_.plan = plan_work(shape_, common.query_start_loc, common.seq_lens);
+    meta_.causal = shape.causal;
+    meta_.plan = plan_work(shape, common.query_start_loc, common.seq_lens);
     const CudaPlan& plan = meta_.plan;
     const size_t num_counters =
         static_cast<size_t>(plan.num_split_groups) * static_cast<size_t>(layer_.num_kv_heads);
     const size_t partial_o_floats = static_cast<size_t>(plan.num_partial_slots) *
                                     static_cast<size_t>(layer_.num_heads) *
                                     static_cast<size_t>(layer_.head_size_v);
-    const UploadedStep step = upload_.upload(
+    meta_.step = upload_.upload(
         {common.query_start_loc, common.seq_lens, common.block_table, common.slot_mapping}, plan,
-        layer_.num_heads, num_counters, partial_o_floats);
-    meta_.query_start_loc = step.query_start_loc;
-    meta_.seq_lens = step.seq_lens;
-    meta_.block_table = step.block_table;
-    meta_.slot_mapping = step.slot_mapping;
-    meta_.device = step.device;
+        layer_.num_heads, num_counters, partial_o_floats, ctx.stream);
     return meta_;
   }
 
  private:
+  PlannedKernels kernels_;
   AttentionLayerParams layer_;
   PlanShape shape_;
+  StepLimits limits_;  // max_num_reqs 0 until reserve()
   CudaMetadata meta_;
   PlanUpload upload_;
 };
@@ -130,7 +173,7 @@ class PlannedImpl final : public AttentionImpl {
 
   void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& output) override;
+               const TensorView& output, const ExecutionContext& ctx) override;
 
  private:
   PlannedKernels kernels_;
@@ -141,7 +184,7 @@ class PlannedImpl final : public AttentionImpl {
 
 void PlannedImpl::forward(const TensorView& query, const TensorView& key, const TensorView& value,
                           const KvCacheTensors& cache, const AttentionMetadata& metadata,
-                          const TensorView& output) {
+                          const TensorView& output, const ExecutionContext& ctx) {
   const std::string_view name = kernels_.backend_name;
   const auto* meta = dynamic_cast<const CudaMetadata*>(&metadata);
   if (meta == nullptr) {
@@ -159,24 +202,27 @@ void PlannedImpl::forward(const TensorView& query, const TensorView& key, const 
   check_forward(args, checks);
 
   // The shared mapping, with the device copies of the metadata and sinks.
+  const UploadedStep& step = meta->step;
   PagedAttentionParams p = paged_params_for(args);
-  p.query_start_loc = meta->query_start_loc;
-  p.seq_lens = meta->seq_lens;
+  p.query_start_loc = step.query_start_loc;
+  p.seq_lens = step.seq_lens;
   p.causal = meta->causal;
   p.sinks = layer_.sinks.empty() ? nullptr : static_cast<const float*>(sinks_.data());
   CacheUpdateParams update;
   bool writes = false;
   if (uses_paged_cache(layer_)) {
-    p.block_table = meta->block_table;
+    p.block_table = step.block_table;
     if (writes_cache(args)) {
       update = cache_update_params_for(args);
-      update.slot_mapping = meta->slot_mapping;
+      update.slot_mapping = step.slot_mapping;
       writes = true;
     }
   } else {
-    p.kv_start_loc = meta->query_start_loc;
+    p.kv_start_loc = step.query_start_loc;
   }
-  kernels_.launch(p, meta->device, writes ? &update : nullptr);
+  DevicePlan device = step.device;
+  device.stream = ctx.stream;
+  kernels_.launch(p, device, writes ? &update : nullptr);
 }
 
 }  // namespace

@@ -6,9 +6,10 @@
 // them so that no backend includes another backend's folder.
 //
 // build() runs once per step per KV-cache group: it plans the work partition and uploads,
-// in ONE host->device copy, everything the kernels read (kernels/cuda/plan_upload.h).
-// forward() checks the tensors, fills PagedAttentionParams and launches (no allocation, no
-// host->device copy).
+// in ONE asynchronous host->device copy on the context's stream, everything the kernels
+// read (kernels/cuda/plan_upload.h). forward() checks the tensors, fills
+// PagedAttentionParams and launches on the context's stream (no allocation, no copy). After
+// reserve(), build() allocates nothing either (core/execution.h).
 
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include "attnkit/backend/capabilities.h"
 #include "kernels/cuda/cuda_plan.h"
 #include "kernels/cuda/device_plan.h"
+#include "kernels/cuda/plan_upload.h"
 
 namespace attnkit::cuda {
 
@@ -50,13 +52,14 @@ class CudaMetadata final : public AttentionMetadata {
 
   const CommonAttentionMetadata* common_ = nullptr;
   CudaPlan plan;
-  DevicePlan device;  // device pointers into the builder's buffers
-  const int32_t* query_start_loc = nullptr;
-  const int32_t* seq_lens = nullptr;
-  const int32_t* block_table = nullptr;
-  const int64_t* slot_mapping = nullptr;
+  UploadedStep step;  // device pointers into the builder's buffers
   bool causal = true;
 };
+
+// What a planned builder reserves for steps within `limits` (PlanUpload's buffers), with
+// `shape`'s partial slots bounded by reserved_partial_slots().
+UploadCapacity planned_upload_capacity(const PlanShape& shape, const AttentionLayerParams& layer,
+                                       const StepLimits& limits);
 
 // CUDA builds only; elsewhere both throw Error(kUnsupported, "... not built into this binary").
 std::unique_ptr<MetadataBuilder> make_planned_builder(const PlannedKernels& kernels,

@@ -70,6 +70,19 @@ class CudaMemory final : public DeviceMemory {
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
   }
+  void* allocate_pinned_host(size_t bytes) override {
+    if (index_ >= 0) cuda_check(cudaSetDevice(index_), "cudaSetDevice");
+    void* p = nullptr;
+    cuda_check(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault), "cudaHostAlloc");
+    return p;
+  }
+  void deallocate_pinned_host(void* ptr) noexcept override { cudaFreeHost(ptr); }
+  void copy_to_device_async(void* dst, const void* src, size_t bytes, void* stream) override {
+    if (bytes == 0) return;
+    cuda_check(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)),
+        "cudaMemcpyAsync to device");
+  }
   void synchronize() override { cuda_check(cudaDeviceSynchronize(), "the backend's kernels"); }
 
  private:
@@ -111,13 +124,22 @@ std::unique_ptr<DeviceMemory> make_device_memory(PlatformKind platform) {
   return platform == PlatformKind::kCuda ? make_cuda_memory(0) : make_host_memory();
 }
 
-DeviceBuffer::DeviceBuffer(DeviceMemory& memory, size_t bytes)
-    : memory_(&memory), data_(memory.allocate(bytes)), bytes_(bytes) {}
+DeviceBuffer::DeviceBuffer(DeviceMemory& memory, size_t bytes, MemoryKind kind)
+    : memory_(&memory), kind_(kind) {
+  data_ = allocate(bytes);
+  bytes_ = bytes;
+}
+
+void* DeviceBuffer::allocate(size_t bytes) {
+  return kind_ == MemoryKind::kPinnedHost ? memory_->allocate_pinned_host(bytes)
+                                          : memory_->allocate(bytes);
+}
 
 DeviceBuffer::~DeviceBuffer() { release(); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : memory_(std::exchange(other.memory_, nullptr)),
+      kind_(other.kind_),
       data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)) {}
 
@@ -125,6 +147,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
     release();
     memory_ = std::exchange(other.memory_, nullptr);
+    kind_ = other.kind_;
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
   }
@@ -132,7 +155,13 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void DeviceBuffer::release() noexcept {
-  if (data_ != nullptr) memory_->deallocate(data_);
+  if (data_ != nullptr) {
+    if (kind_ == MemoryKind::kPinnedHost) {
+      memory_->deallocate_pinned_host(data_);
+    } else {
+      memory_->deallocate(data_);
+    }
+  }
   data_ = nullptr;
   bytes_ = 0;
 }
@@ -143,7 +172,7 @@ void DeviceBuffer::reserve(size_t bytes) {
     throw Error(ErrorCode::kInternal, "DeviceBuffer::reserve on a buffer with no DeviceMemory");
   }
   release();
-  data_ = memory_->allocate(bytes);
+  data_ = allocate(bytes);
   bytes_ = bytes;
 }
 

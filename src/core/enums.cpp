@@ -131,10 +131,10 @@ std::string valid_spellings() {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-#define ATTNKIT_INSTANTIATE(E)                 \
-  template E parse<E>(std::string_view);       \
-  template std::span<const E> all_values<E>(); \
-  template std::string valid_spellings<E>();   \
+#define ATTNKIT_INSTANTIATE(E)                             \
+  template ATTNKIT_API E parse<E>(std::string_view);       \
+  template ATTNKIT_API std::span<const E> all_values<E>(); \
+  template ATTNKIT_API std::string valid_spellings<E>();   \
   std::string_view to_string(E v) { return canonical(v); }
 ATTNKIT_INSTANTIATE(DType)
 ATTNKIT_INSTANTIATE(KvCacheDType)

@@ -55,6 +55,7 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
     if (out.kernel_variants.count(name) == 0) {
       out.kernel_variants[name] = kernel_variant(name, request.platform);
     }
+    out.cuda_graphs[name] = to_string(outcome.selection->chosen->capabilities().cuda_graphs);
   }
   for (const OptionInfo& info : all_options()) {
     if (const std::optional<std::string> value = option_text(info.option)) {

@@ -119,6 +119,7 @@ nlohmann::json to_json(const Explanation& e) {
       {"attention_config", to_json(e.attention)},
       {"warnings", e.warnings},
       {"kernel_variants", e.kernel_variants},
+      {"cuda_graphs", e.cuda_graphs},
       {"options", e.options},
       {"layers", layers},
       {"kv_cache_groups", groups},

@@ -253,6 +253,11 @@ std::string to_text(const Explanation& e) {
   for (const auto& [backend, variant] : e.kernel_variants) {
     if (!variant.empty()) out += fmt::format("Kernels of {}: {}\n", backend, variant);
   }
+  if (e.platform.kind == PlatformKind::kCuda) {
+    for (const auto& [backend, support] : e.cuda_graphs) {
+      out += fmt::format("CUDA graphs of {}: {}\n", backend, support);
+    }
+  }
   std::string options;
   for (const auto& [name, value] : e.options) {
     options += fmt::format("{}{}={}", options.empty() ? "" : " ", name, value);

@@ -55,7 +55,8 @@ class PluginBuilder final : public MetadataBuilder {
   PluginBuilder& operator=(const PluginBuilder&) = delete;
   ~PluginBuilder() override { ref_.desc->builder_destroy(handle_); }
 
-  const AttentionMetadata& build(const CommonAttentionMetadata& common) override {
+  const AttentionMetadata& build(const CommonAttentionMetadata& common,
+                                 const ExecutionContext& /*ctx*/) override {
     // The C view points into `common`, which the caller keeps alive until the next build.
     c_common_ = to_c(common);
     AttnkitPlan* plan = nullptr;
@@ -97,7 +98,7 @@ class PluginImpl final : public AttentionImpl {
 
   void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& output) override {
+               const TensorView& output, const ExecutionContext& /*ctx*/) override {
     const auto* plan = dynamic_cast<const PluginMetadata*>(&metadata);
     if (plan == nullptr || plan->desc() != ref_.desc) {
       throw Error(ErrorCode::kInvalidArgument,

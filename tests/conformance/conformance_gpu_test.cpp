@@ -30,7 +30,7 @@ class StagingImpl final : public AttentionImpl {
   std::string_view backend_name() const override { return "STAGED_REFERENCE"; }
   void forward(const TensorView& q, const TensorView& k, const TensorView& v,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& out) override {
+               const TensorView& out, const ExecutionContext& /*ctx*/) override {
     HostTensor hq = to_host(memory_, q), hk = to_host(memory_, k), hv = to_host(memory_, v);
     HostTensor hkc = to_host(memory_, cache.key), hvc = to_host(memory_, cache.value);
     HostTensor ho = to_host(memory_, out);

@@ -177,7 +177,7 @@ class DeviceCheckingImpl final : public AttentionImpl {
   std::string_view backend_name() const override { return "DEVICE_CHECKING"; }
   void forward(const TensorView& q, const TensorView& k, const TensorView& v,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& out) override {
+               const TensorView& out, const ExecutionContext& /*ctx*/) override {
     for (const TensorView* t : {&q, &k, &v, &cache.key, &cache.value, &out}) {
       if (t->empty()) continue;  // MLA has no value tensors
       EXPECT_EQ(t->device, memory_.device());

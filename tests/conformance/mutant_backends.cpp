@@ -32,7 +32,7 @@ class MutantImpl final : public AttentionImpl {
 
   void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& output) override {
+               const TensorView& output, const ExecutionContext& /*ctx*/) override {
     const CommonAttentionMetadata& common = metadata.common();
     if (mutation_ == Mutation::kTruncatingFp8 && is_fp8(layer_.kv_cache_dtype) && !key.empty()) {
       write_truncated(key, layer_.head_size, cache.key, layer_.k_scale, cache, common);

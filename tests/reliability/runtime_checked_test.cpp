@@ -30,7 +30,7 @@ class PoisonImpl final : public AttentionImpl {
   std::string_view backend_name() const override { return "CUSTOM"; }
   void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& output) override {
+               const TensorView& output, const ExecutionContext& /*ctx*/) override {
     const CommonAttentionMetadata& c = metadata.common();
     HostTensor copy(query.dtype, std::span<const int64_t>(query.shape.data(), 3));
     std::memcpy(copy.data(), query.data, copy.nbytes());

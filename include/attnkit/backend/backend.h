@@ -16,14 +16,16 @@
 #include "attnkit/backend/capabilities.h"
 #include "attnkit/backend/metadata.h"
 #include "attnkit/backend/selector_config.h"
+#include "attnkit/core/execution.h"
 #include "attnkit/core/kv_cache_spec.h"
 #include "attnkit/core/platform.h"
 #include "attnkit/core/tensor.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 // Everything one attention layer's implementation needs to know, fixed at start-up.
-struct AttentionLayerParams {
+struct ATTNKIT_API AttentionLayerParams {
   int layer_index = 0;
   KvCacheKind kind = KvCacheKind::kFullAttention;
   AttentionType attn_type = AttentionType::kDecoder;
@@ -56,14 +58,14 @@ struct AttentionLayerParams {
 //   MLA: key [num_blocks, block_size, 1, latent_width] (NHD), value empty (V = key prefix)
 // Encoder-only layers have no cache (both views empty). block_size here is the kernel
 // block size (a cache block may be viewed as several kernel blocks).
-struct KvCacheTensors {
+struct ATTNKIT_API KvCacheTensors {
   TensorView key;
   TensorView value;
   KvLayout layout = KvLayout::kNHD;
   int block_size = 0;
 };
 
-class AttentionImpl {
+class ATTNKIT_API AttentionImpl {
  public:
   virtual ~AttentionImpl() = default;
   // The backend that actually executes this layer (reported by the runtime).
@@ -73,12 +75,14 @@ class AttentionImpl {
   // steps whose encoder K/V is already cached; MLA: key is the latent, value empty);
   // output [T, num_heads, head_size_v]. Writes key/value into `cache` at the plan's slot
   // mapping, then computes attention for every query token. Throws Error on bad input.
+  // A device backend launches on ctx.stream and returns without waiting (core/execution.h);
+  // `metadata` must come from a build() with the same stream (or one ordered before it).
   virtual void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                        const KvCacheTensors& cache, const AttentionMetadata& metadata,
-                       const TensorView& output) = 0;
+                       const TensorView& output, const ExecutionContext& ctx = {}) = 0;
 };
 
-class AttentionBackend {
+class ATTNKIT_API AttentionBackend {
  public:
   virtual ~AttentionBackend() = default;
 

@@ -10,12 +10,13 @@
 #include "attnkit/backend/selector_config.h"
 #include "attnkit/core/enums.h"
 #include "attnkit/core/platform.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 // A set of integers given as an explicit list, or as a rule "multiple of N in [min, max]".
 // Used for head sizes and kernel block sizes.
-struct SizeRule {
+struct ATTNKIT_API SizeRule {
   std::vector<int> exact;  // when non-empty, exactly these values
   int multiple_of = 0;     // when exact is empty: value % multiple_of == 0
   int min = 1;
@@ -31,7 +32,19 @@ struct SizeRule {
   std::vector<int> enumerate(int lo, int hi) const;
 };
 
-struct BackendCapabilities {
+// Which batches a CUDA graph captured from one forward() may be replayed with (vLLM's
+// AttentionCGSupport). Replays keep the captured tensors' addresses and the batch shape:
+// request count, query tokens of each request and block-table width; the sequence lengths,
+// block tables, slot mappings and the tensors' contents change (core/execution.h).
+enum class CudaGraphSupport {
+  kNever,                     // forward() cannot be captured
+  kUniformSingleTokenDecode,  // batches of one query token per request
+  kUniformBatch,              // batches whose requests all have the same query tokens
+  kAlways,                    // any batch of the captured shape
+};
+ATTNKIT_API const char* to_string(CudaGraphSupport support);
+
+struct ATTNKIT_API BackendCapabilities {
   PlatformKind platform = PlatformKind::kCpu;
   // CUDA only: compute capability range as major*10+minor; 0 = unbounded.
   int min_compute_capability = 0;
@@ -55,6 +68,8 @@ struct BackendCapabilities {
   bool batch_invariant = false;
   bool kv_connector = false;
   std::optional<KvLayout> required_layout;  // nullopt = NHD by default, either accepted
+  // What its metadata builder and forward() allow under CUDA graph capture.
+  CudaGraphSupport cuda_graphs = CudaGraphSupport::kNever;
 
   // One line per field, for `attnkit backends`.
   std::vector<std::pair<std::string, std::string>> describe() const;
@@ -62,14 +77,14 @@ struct BackendCapabilities {
 
 // True when a cache block of `block_size` tokens can be served by kernels of these block
 // sizes: directly, or viewed as several kernel blocks of a size that divides it.
-bool block_size_servable(const SizeRule& kernel_block_sizes, int block_size);
+ATTNKIT_API bool block_size_servable(const SizeRule& kernel_block_sizes, int block_size);
 
 // One reason per unmet requirement of `config` on `platform`, each naming the value and
 // what is supported, e.g. "head_size 96 not supported (supported: 64, 128, 256)".
 // Checks the platform kind and compute-capability range, not whether this binary carries
 // kernels (see AttentionBackend::binary_reason).
-std::vector<std::string> validate_capabilities(const BackendCapabilities& caps,
-                                               const SelectorConfig& config,
-                                               const Platform& platform);
+ATTNKIT_API std::vector<std::string> validate_capabilities(const BackendCapabilities& caps,
+                                                           const SelectorConfig& config,
+                                                           const Platform& platform);
 
 }  // namespace attnkit

@@ -32,11 +32,12 @@
 #include "attnkit/backend/metadata.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/tensor.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 // One forward() call's arguments, as the checks and the parameter helpers see them.
-struct ForwardArgs {
+struct ATTNKIT_API ForwardArgs {
   const AttentionLayerParams& layer;
   const TensorView& query;
   const TensorView& key;    // this step's fresh K/V rows, or empty
@@ -47,7 +48,7 @@ struct ForwardArgs {
 };
 
 // What the kernels of one backend need beyond the contract.
-struct ForwardCheckOptions {
+struct ATTNKIT_API ForwardCheckOptions {
   std::string_view backend;  // message prefix, e.g. "CPU_FLASH"
   DeviceType device = DeviceType::kCpu;
   // Kernels that load `vector_elements` elements at a time need every non-last stride to
@@ -60,55 +61,56 @@ struct ForwardCheckOptions {
 
 // The process default of checked mode: ATTNKIT_CHECKED when set (1/0/on/off/true/false,
 // else Error naming the value), otherwise on in debug builds (NDEBUG undefined).
-bool checked_mode_default();
+ATTNKIT_API bool checked_mode_default();
 // Whether forward() runs `layer` checked: layer.checked, else checked_mode_default().
-bool checked_mode(const AttentionLayerParams& layer);
+ATTNKIT_API bool checked_mode(const AttentionLayerParams& layer);
 
 // Layer parameters every kernel relies on: positive head counts and sizes, num_heads a
 // multiple of num_kv_heads (GQA), non-negative window/chunk/soft-cap, one sink per head,
 // MLA with one KV head and head_size_v <= head_size.
-void check_layer_params(const AttentionLayerParams& layer, std::string_view backend);
+ATTNKIT_API void check_layer_params(const AttentionLayerParams& layer, std::string_view backend);
 
 // The common metadata's own consistency: array sizes (query_start_loc [B+1], seq_lens
 // [B], block_table [B * max_blocks_per_req]), query_start_loc starting at 0,
 // non-decreasing and ending at num_actual_tokens, non-negative lengths, a positive block
 // size when there is a block table.
-void check_common_metadata(const CommonAttentionMetadata& common, std::string_view backend);
+ATTNKIT_API void check_common_metadata(const CommonAttentionMetadata& common,
+                                       std::string_view backend);
 
 // Encoder and encoder-only self-attention read this step's fresh K/V (contiguous mode);
 // every other attention type reads the paged cache.
-bool uses_paged_cache(const AttentionLayerParams& layer);
+ATTNKIT_API bool uses_paged_cache(const AttentionLayerParams& layer);
 // Whether forward() writes fresh K/V into the cache (paged layer, key given).
-bool writes_cache(const ForwardArgs& args);
+ATTNKIT_API bool writes_cache(const ForwardArgs& args);
 
 // All structural checks (always), then the checked-mode metadata checks when
 // checked_mode(args.layer). Call before anything is written.
-void check_forward(const ForwardArgs& args, const ForwardCheckOptions& options);
+ATTNKIT_API void check_forward(const ForwardArgs& args, const ForwardCheckOptions& options);
 
 // Rows holding NaN/inf of one tensor, per request (rows of request i are query_start_loc[i]
 // .. query_start_loc[i+1]-1).
-struct NonFiniteRows {
+struct ATTNKIT_API NonFiniteRows {
   int request = 0;                // index in the batch
   const char* tensor = "output";  // "query", "key", "value" or "output"
   int first_row = 0, num_rows = 0;
   int head = 0, dim = 0;  // of the first non-finite element
 };
 // `tensor` is a host [rows, heads, dim] (or [rows, dim]) view of fp32, fp16 or bf16.
-std::vector<NonFiniteRows> find_non_finite_rows(const TensorView& tensor,
-                                                const CommonAttentionMetadata& common,
-                                                const char* name = "output");
+ATTNKIT_API std::vector<NonFiniteRows> find_non_finite_rows(const TensorView& tensor,
+                                                            const CommonAttentionMetadata& common,
+                                                            const char* name = "output");
 // Checked mode's scan of one forward call (host tensors): the query, the fresh K/V rows
 // that are the step's tokens, and the output; sorted by request.
-std::vector<NonFiniteRows> find_non_finite(const ForwardArgs& args);
+ATTNKIT_API std::vector<NonFiniteRows> find_non_finite(const ForwardArgs& args);
 // Distinct requests in `rows` (sorted by request).
-int count_requests(const std::vector<NonFiniteRows>& rows);
+ATTNKIT_API int count_requests(const std::vector<NonFiniteRows>& rows);
 // "request 1 query: 1 rows (first: row 2 head 0 dim 5); request 1 output: ..." (batch
 // indices).
-std::string describe_non_finite(const std::vector<NonFiniteRows>& rows);
+ATTNKIT_API std::string describe_non_finite(const std::vector<NonFiniteRows>& rows);
 
 // Thrown by checked mode when output rows are not finite; rows() says which requests (batch
 // indices), so that a runtime can name them by id.
-class NonFiniteOutputError : public Error {
+class ATTNKIT_API NonFiniteOutputError : public Error {
  public:
   NonFiniteOutputError(const std::string& message, std::vector<NonFiniteRows> rows)
       : Error(ErrorCode::kInvalidArgument, message), rows_(std::move(rows)) {}
@@ -123,6 +125,6 @@ class NonFiniteOutputError : public Error {
 // too because a kernel may drop a NaN score rather than propagate it; either way the
 // other requests' outputs are complete and unaffected. No-op when checked mode is off;
 // tensors not in host memory are not scanned (the runtime scans what it fetches).
-void check_forward_outputs(const ForwardArgs& args, const ForwardCheckOptions& options);
+ATTNKIT_API void check_forward_outputs(const ForwardArgs& args, const ForwardCheckOptions& options);
 
 }  // namespace attnkit

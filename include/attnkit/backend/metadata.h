@@ -3,13 +3,17 @@
 // step; the group's backend turns it into its own plan (AttentionMetadata) once, and every
 // layer of the group reuses that plan in forward().
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "attnkit/core/execution.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 // Host-side, per KV-cache group, per step. B = num_reqs.
-struct CommonAttentionMetadata {
+struct ATTNKIT_API CommonAttentionMetadata {
   int num_reqs = 0;
   // Tokens of this step, over all requests: query_start_loc[num_reqs].
   int num_actual_tokens = 0;
@@ -44,19 +48,34 @@ struct CommonAttentionMetadata {
 
 // A backend's plan for one step of one KV-cache group (work partitioning, split-KV chunks,
 // scratch sizes, device copies of the common metadata). Owned by the builder that made it.
-class AttentionMetadata {
+class ATTNKIT_API AttentionMetadata {
  public:
   virtual ~AttentionMetadata() = default;
   // The common metadata this plan was built from (valid while the plan is).
   virtual const CommonAttentionMetadata& common() const = 0;
 };
 
-class MetadataBuilder {
+class ATTNKIT_API MetadataBuilder {
  public:
   virtual ~MetadataBuilder() = default;
-  // Plans one step. The returned plan stays valid until the next build() on this builder
-  // and may refer to `common`, which the caller keeps alive (unchanged) for that long.
-  virtual const AttentionMetadata& build(const CommonAttentionMetadata& common) = 0;
+
+  // Device memory reserve(limits) needs for steps within `limits` (0: the builder keeps
+  // nothing on a device, e.g. CPU backends).
+  virtual size_t workspace_bytes(const StepLimits& /*limits*/) const { return 0; }
+  // The one-time allocation of the execution contract (core/execution.h): after it, build()
+  // of a step within `limits` allocates nothing, and a step beyond them is refused with the
+  // bound it passes. `workspace` is device memory of at least workspace_bytes(limits) that
+  // the caller owns and keeps alive while the builder is used, or nullptr (the builder
+  // allocates it). Without reserve(), build() grows its buffers as steps need (not usable
+  // with graph_shape). Default: nothing to reserve.
+  virtual void reserve(const StepLimits& /*limits*/, void* /*workspace*/ = nullptr) {}
+
+  // Plans one step; a device backend uploads the plan on ctx.stream (asynchronously: the
+  // host staging it copies from is kept until that copy has run). The returned plan stays
+  // valid until the next build() on this builder and may refer to `common`, which the
+  // caller keeps alive (unchanged) for that long.
+  virtual const AttentionMetadata& build(const CommonAttentionMetadata& common,
+                                         const ExecutionContext& ctx = {}) = 0;
 };
 
 }  // namespace attnkit

@@ -9,15 +9,16 @@
 // the latent's prefix). fp8 caches use the layer's k/v scales, other caches 1.
 
 #include "attnkit/backend/forward_check.h"
+#include "attnkit/export.h"
 #include "attnkit/kernels/paged_attention_params.h"
 
 namespace attnkit {
 
 // Attention over the paged cache, or, for encoder / encoder-only layers, over the fresh
 // K/V rows (contiguous mode, kv_start_loc = query_start_loc).
-PagedAttentionParams paged_params_for(const ForwardArgs& args);
+ATTNKIT_API PagedAttentionParams paged_params_for(const ForwardArgs& args);
 
 // Writing the fresh K/V rows into the cache at the slot mapping (writes_cache(args)).
-CacheUpdateParams cache_update_params_for(const ForwardArgs& args);
+ATTNKIT_API CacheUpdateParams cache_update_params_for(const ForwardArgs& args);
 
 }  // namespace attnkit

@@ -7,10 +7,11 @@
 #include <string>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
-struct SelectorConfig {
+struct ATTNKIT_API SelectorConfig {
   int head_size = 128;    // K/Q head size (MLA: kv_lora_rank + rope dim, e.g. 576)
   int head_size_v = 128;  // V head size (MLA: kv_lora_rank, e.g. 512)
   int num_heads = 0;      // query heads (0 = unknown; only combination hooks use it)
@@ -43,6 +44,6 @@ struct SelectorConfig {
 //   chunk size                       -> chunked_local_attention
 //   sinks                            -> sink_full_attention
 //   otherwise                        -> full_attention
-KvCacheKind kind_of(const SelectorConfig& config);
+ATTNKIT_API KvCacheKind kind_of(const SelectorConfig& config);
 
 }  // namespace attnkit

@@ -15,10 +15,11 @@
 
 #include "attnkit/backend/backend.h"
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit::bench {
 
-struct BenchShape {
+struct ATTNKIT_API BenchShape {
   std::string name;  // label for reports
   int num_heads = 32, num_kv_heads = 8, head_size = 128;
   // Per request: query tokens this step and keys attended over (seq_len, including them).
@@ -40,46 +41,50 @@ struct BenchShape {
 
 // Work of one forward(): unique KV bytes the requests' visible ranges cover, and FLOPs of
 // QK^T plus PV over visible (query, key) pairs (2 per multiply-add).
-struct BenchWork {
+struct ATTNKIT_API BenchWork {
   double kv_bytes = 0.0;
   double flops = 0.0;
   int64_t tokens = 0;
 };
-BenchWork bench_work(const BenchShape& shape);
+ATTNKIT_API BenchWork bench_work(const BenchShape& shape);
 
-struct TimingOptions {
+struct ATTNKIT_API TimingOptions {
   int warmup = 2;
   int repeats = 9;
   double min_seconds = 0.0;  // keep repeating until at least this long in total
 };
 
-struct Timing {
+struct ATTNKIT_API Timing {
   double median_us = 0.0;
   double min_us = 0.0;
   double median_cpu_us = 0.0;  // process CPU time (all threads) of the median-time repeat
   double min_cpu_us = 0.0;     // least process CPU time (all threads) of any repeat
   int repeats = 0;
   int layers = 1;  // KV replicas rotated through
+  // Where it ran: "cpu", or the CUDA platform (e.g. "cuda:9.0 (NVIDIA H200)").
+  std::string device = "cpu";
 };
 
-// Times `backend` on `shape` (forward() only; metadata built once). Throws Error if the
-// backend cannot serve the shape (with its reasons).
-Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
-                    const TimingOptions& options);
+// Times `backend` on `shape` (forward() only; metadata built once) where it runs: this CPU,
+// or CUDA device 0 for a CUDA backend (inputs copied there, each repeat a run of forwards
+// back to back then one wait, reported per forward). Throws Error if the backend cannot
+// serve the shape (with its reasons) or cannot run here (no device, not in this binary).
+ATTNKIT_API Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
+                                const TimingOptions& options);
 
 // Times a straightforward single-threaded scalar implementation (per query and head:
 // scalar dot products, materialised scores, two-pass softmax, scalar weighted sum) over
 // the same kind of inputs. When the work exceeds `max_flops`, it is timed on KV head 0's
 // query heads only and scaled by num_kv_heads (every KV head costs the same).
-Timing time_scalar_baseline(const BenchShape& shape, const TimingOptions& options,
-                            double max_flops = 4e9);
+ATTNKIT_API Timing time_scalar_baseline(const BenchShape& shape, const TimingOptions& options,
+                                        double max_flops = 4e9);
 
 // A shape with one KV head and its query group (for timing slow peers on a sample of the
 // heads; multiply the time by shape.num_kv_heads).
-BenchShape one_kv_head(const BenchShape& shape);
+ATTNKIT_API BenchShape one_kv_head(const BenchShape& shape);
 
 // The numbers a benchmark prints for one shape, as fractions of the machine's ceilings.
-struct BenchReport {
+struct ATTNKIT_API BenchReport {
   double median_us = 0.0, min_us = 0.0;
   double kv_gb_per_s = 0.0, gflop_per_s = 0.0;
   double read_ratio = 0.0;                // kv_gb_per_s / measured read bandwidth
@@ -91,8 +96,8 @@ struct BenchReport {
   double read_ratio_cpu = 0.0, flop_ratio_cpu = 0.0;
 };
 struct MachineCeilings;
-BenchReport make_report(const BenchShape& shape, const Timing& timing,
-                        const MachineCeilings& ceilings);
+ATTNKIT_API BenchReport make_report(const BenchShape& shape, const Timing& timing,
+                                    const MachineCeilings& ceilings);
 
 inline constexpr double kMinRotatedBytes = 256.0 * (1 << 20);
 

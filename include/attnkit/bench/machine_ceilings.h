@@ -12,9 +12,11 @@
 
 #include <cstddef>
 
+#include "attnkit/export.h"
+
 namespace attnkit::bench {
 
-struct MachineCeilings {
+struct ATTNKIT_API MachineCeilings {
   int threads = 1;
   double read_gb_per_s = 0.0;         // 1e9 bytes per second
   double fma_gflop_per_s = 0.0;       // fp32 FMA, 2 FLOP per lane
@@ -27,9 +29,16 @@ struct MachineCeilings {
 };
 
 // Measures all ceilings with `threads` OpenMP threads; the read buffer is `read_bytes`.
-MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes = size_t{512} << 20);
+ATTNKIT_API MachineCeilings measure_machine_ceilings(int threads,
+                                                     size_t read_bytes = size_t{512} << 20);
 
 // Just the read bandwidth (best of `repeats` passes over `bytes`).
-double measure_read_bandwidth(int threads, size_t bytes, int repeats = 5);
+ATTNKIT_API double measure_read_bandwidth(int threads, size_t bytes, int repeats = 5);
+
+// The current CUDA device's read bandwidth in 1e9 bytes per second: a streaming read-only
+// kernel over `bytes` of device memory (best of `repeats`). The read ceiling of a decode
+// step, which reads its KV cache once (a device-to-device copy also writes, so it is not).
+// Throws Error(kUnsupported) in a binary without CUDA.
+ATTNKIT_API double measure_gpu_read_bandwidth(size_t bytes = size_t{2} << 30, int repeats = 10);
 
 }  // namespace attnkit::bench

@@ -29,6 +29,7 @@
 
 #include "attnkit/backend/backend.h"
 #include "attnkit/core/device_memory.h"
+#include "attnkit/export.h"
 
 namespace attnkit::conformance {
 
@@ -36,7 +37,7 @@ namespace attnkit::conformance {
 // to several thousand tokens, the cross product of dtypes and KV dtypes).
 enum class Budget { kQuick, kFull };
 
-struct ConformanceCase {
+struct ATTNKIT_API ConformanceCase {
   // e.g. "mixed/bf16/kv=fp8_e4m3/h128/q8kv2/bs16/NHD/window=64"
   std::string name;
   AttentionLayerParams layer;
@@ -52,16 +53,16 @@ struct ConformanceCase {
 };
 
 enum class CaseStatus { kPassed, kFailed, kSkipped };
-std::string_view to_string(CaseStatus status);
+ATTNKIT_API std::string_view to_string(CaseStatus status);
 
-struct Tolerance {
+struct ATTNKIT_API Tolerance {
   double output = 0;  // relative L2 error of the output
   double cache = 0;   // relative L2 error of the dequantised cache rows written this step
 };
 // The tolerance for a compute dtype and KV-cache dtype.
-Tolerance tolerance_for(DType dtype, KvCacheDType kv_cache_dtype);
+ATTNKIT_API Tolerance tolerance_for(DType dtype, KvCacheDType kv_cache_dtype);
 
-struct CaseResult {
+struct ATTNKIT_API CaseResult {
   std::string name;
   CaseStatus status = CaseStatus::kFailed;
   double output_error = 0;  // NaN when the output held a NaN
@@ -71,7 +72,7 @@ struct CaseResult {
   double seconds = 0;
 };
 
-struct ConformanceReport {
+struct ATTNKIT_API ConformanceReport {
   std::string backend;
   std::string platform;
   Budget budget = Budget::kQuick;
@@ -82,7 +83,7 @@ struct ConformanceReport {
   bool ok() const { return count(CaseStatus::kFailed) == 0 && count(CaseStatus::kPassed) > 0; }
 };
 
-struct ConformanceOptions {
+struct ATTNKIT_API ConformanceOptions {
   Budget budget = Budget::kQuick;
   uint64_t seed = 2024;
   // Where the backend's tensors live; nullptr = make_device_memory(backend's platform).
@@ -91,21 +92,21 @@ struct ConformanceOptions {
   std::string filter;
 };
 
-std::vector<ConformanceCase> generate_cases(const AttentionBackend& backend, Budget budget,
-                                            uint64_t seed = 2024);
+ATTNKIT_API std::vector<ConformanceCase> generate_cases(const AttentionBackend& backend,
+                                                        Budget budget, uint64_t seed = 2024);
 
 // Runs one case on `platform` (the backend's validate() and binary_reason() decide whether
 // it is skipped). Never throws for a backend's failure: it becomes the result.
-CaseResult run_case(const AttentionBackend& backend, const ConformanceCase& test_case,
-                    const Platform& platform, DeviceMemory& memory);
+ATTNKIT_API CaseResult run_case(const AttentionBackend& backend, const ConformanceCase& test_case,
+                                const Platform& platform, DeviceMemory& memory);
 
 // Generates and runs every case (filtered). Throws Error when the backend's platform is
 // not present here (e.g. a CUDA backend without a GPU).
-ConformanceReport run_conformance(const AttentionBackend& backend,
-                                  const ConformanceOptions& options = {});
+ATTNKIT_API ConformanceReport run_conformance(const AttentionBackend& backend,
+                                              const ConformanceOptions& options = {});
 
 // A fixed-width pass/fail table with a summary line.
-std::string format_table(const ConformanceReport& report);
-nlohmann::json to_json(const ConformanceReport& report);
+ATTNKIT_API std::string format_table(const ConformanceReport& report);
+ATTNKIT_API nlohmann::json to_json(const ConformanceReport& report);
 
 }  // namespace attnkit::conformance

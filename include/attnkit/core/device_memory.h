@@ -11,10 +11,15 @@
 
 #include "attnkit/core/enums.h"
 #include "attnkit/core/tensor.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
-class DeviceMemory {
+// Where a DeviceBuffer's memory lives: on the device, or in page-locked host memory that
+// the device copies from asynchronously (the staging of a builder's uploads).
+enum class MemoryKind { kDevice, kPinnedHost };
+
+class ATTNKIT_API DeviceMemory {
  public:
   virtual ~DeviceMemory() = default;
   // The device that TensorView::device names for memory from allocate().
@@ -25,31 +30,42 @@ class DeviceMemory {
   virtual void deallocate(void* ptr) noexcept = 0;
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Page-locked host memory for asynchronous uploads. Default: plain host memory (a device
+  // that reads host memory directly needs nothing more).
+  virtual void* allocate_pinned_host(size_t bytes) { return allocate(bytes); }
+  virtual void deallocate_pinned_host(void* ptr) noexcept { deallocate(ptr); }
+  // Enqueues a host->device copy on `stream` (a cudaStream_t for CUDA; nullptr = the
+  // default stream) and returns without waiting; `src` must stay unchanged until the copy
+  // has run. Default: the synchronous copy.
+  virtual void copy_to_device_async(void* dst, const void* src, size_t bytes, void* /*stream*/) {
+    copy_to_device(dst, src, bytes);
+  }
   // Waits until the backend's work on this device is done (before results are read).
   virtual void synchronize() = 0;
 };
 
 // Plain host memory (CPU backends).
-std::unique_ptr<DeviceMemory> make_host_memory();
+ATTNKIT_API std::unique_ptr<DeviceMemory> make_host_memory();
 // CUDA device `index` through the CUDA runtime. Throws Error(kUnsupported) when this
 // binary has no CUDA or the device is absent.
-std::unique_ptr<DeviceMemory> make_cuda_memory(int index = 0);
+ATTNKIT_API std::unique_ptr<DeviceMemory> make_cuda_memory(int index = 0);
 // Whichever CUDA device is current on the calling thread when memory is allocated (the
 // caller chooses it with cudaSetDevice; nothing here changes it). Throws like
 // make_cuda_memory() when this binary has no CUDA.
-std::unique_ptr<DeviceMemory> make_current_cuda_memory();
+ATTNKIT_API std::unique_ptr<DeviceMemory> make_current_cuda_memory();
 // The memory a backend of `platform` reads: host for CPU, CUDA device 0 for CUDA.
-std::unique_ptr<DeviceMemory> make_device_memory(PlatformKind platform);
+ATTNKIT_API std::unique_ptr<DeviceMemory> make_device_memory(PlatformKind platform);
 
 // One allocation from a DeviceMemory, freed when it goes out of scope (a view never frees;
 // this owns). Move-only. reserve() grows it (never shrinks), so a buffer kept from step to
 // step stops allocating once it has seen the largest step.
-class DeviceBuffer {
+class ATTNKIT_API DeviceBuffer {
  public:
   DeviceBuffer() = default;
   // An empty buffer that allocates from `memory` (which must outlive it) on reserve().
-  explicit DeviceBuffer(DeviceMemory& memory) : memory_(&memory) {}
-  DeviceBuffer(DeviceMemory& memory, size_t bytes);
+  explicit DeviceBuffer(DeviceMemory& memory, MemoryKind kind = MemoryKind::kDevice)
+      : memory_(&memory), kind_(kind) {}
+  DeviceBuffer(DeviceMemory& memory, size_t bytes, MemoryKind kind = MemoryKind::kDevice);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -61,11 +77,14 @@ class DeviceBuffer {
   void* data() const { return data_; }
   size_t size() const { return bytes_; }
   DeviceMemory* memory() const { return memory_; }
+  MemoryKind kind() const { return kind_; }
 
  private:
+  void* allocate(size_t bytes);
   void release() noexcept;
 
   DeviceMemory* memory_ = nullptr;
+  MemoryKind kind_ = MemoryKind::kDevice;
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnkit/core/error.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
@@ -48,13 +49,13 @@ enum class PlatformKind { kCpu, kCuda };
 // Element types a tensor view can hold.
 enum class ScalarType { kFloat32, kFloat16, kBFloat16, kFp8E4M3, kFp8E5M2, kInt32, kInt64, kUInt8 };
 
-std::string_view to_string(DType v);
-std::string_view to_string(KvCacheDType v);
-std::string_view to_string(AttentionType v);
-std::string_view to_string(KvCacheKind v);
-std::string_view to_string(KvLayout v);
-std::string_view to_string(PlatformKind v);
-std::string_view to_string(ScalarType v);
+ATTNKIT_API std::string_view to_string(DType v);
+ATTNKIT_API std::string_view to_string(KvCacheDType v);
+ATTNKIT_API std::string_view to_string(AttentionType v);
+ATTNKIT_API std::string_view to_string(KvCacheKind v);
+ATTNKIT_API std::string_view to_string(KvLayout v);
+ATTNKIT_API std::string_view to_string(PlatformKind v);
+ATTNKIT_API std::string_view to_string(ScalarType v);
 
 // parse<DType>("bf16") etc. Accepted spellings include aliases (e.g. "bf16", "bfloat16";
 // "fp8" = "fp8_e4m3"); unknown text throws Error(kNotFound) listing the valid ones.
@@ -69,12 +70,12 @@ std::span<const E> all_values();
 template <typename E>
 std::string valid_spellings();
 
-size_t size_of(ScalarType t);
-ScalarType scalar_type_of(DType d);
+ATTNKIT_API size_t size_of(ScalarType t);
+ATTNKIT_API ScalarType scalar_type_of(DType d);
 // The storage type of a KV cache; kAuto resolves to the compute dtype.
-ScalarType scalar_type_of(KvCacheDType kv, DType compute);
+ATTNKIT_API ScalarType scalar_type_of(KvCacheDType kv, DType compute);
 // Bytes per element of a KV cache dtype (kAuto resolves to the compute dtype).
-size_t kv_cache_dtype_bytes(KvCacheDType kv, DType compute);
-bool is_fp8(KvCacheDType kv);
+ATTNKIT_API size_t kv_cache_dtype_bytes(KvCacheDType kv, DType compute);
+ATTNKIT_API bool is_fp8(KvCacheDType kv);
 
 }  // namespace attnkit

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "attnkit/export.h"
+
 namespace attnkit {
 
 enum class ErrorCode {
@@ -18,9 +20,9 @@ enum class ErrorCode {
   kInternal,         // a bug in attnkit; please report
 };
 
-std::string_view to_string(ErrorCode code);
+ATTNKIT_API std::string_view to_string(ErrorCode code);
 
-class Error : public std::runtime_error {
+class ATTNKIT_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);
   ErrorCode code() const { return code_; }

@@ -7,10 +7,11 @@
 #include <string>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
-struct KvCacheSpec {
+struct ATTNKIT_API KvCacheSpec {
   KvCacheKind kind = KvCacheKind::kFullAttention;
   int block_size = 16;   // tokens per cache block
   int num_kv_heads = 0;  // MLA: 1 (one latent vector per token)

@@ -4,10 +4,11 @@
 // (model/model_description.h).
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
-struct LayerKindFacts {
+struct ATTNKIT_API LayerKindFacts {
   AttentionType attn_type = AttentionType::kDecoder;
   bool use_mla = false;
   bool sliding_window = false;
@@ -17,6 +18,6 @@ struct LayerKindFacts {
 
 // Encoder self-attention -> encoder_only; cross -> cross_attention; else MLA (sliding or
 // not), sliding window, chunked local, sink full, full, in that order.
-KvCacheKind layer_kind(const LayerKindFacts& facts);
+ATTNKIT_API KvCacheKind layer_kind(const LayerKindFacts& facts);
 
 }  // namespace attnkit

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 #if defined(__CUDACC__)
 #define ATTNKIT_HOST_DEVICE __host__ __device__
@@ -19,16 +20,16 @@
 
 namespace attnkit {
 
-struct Half {
+struct ATTNKIT_API Half {
   uint16_t bits;
 };
-struct BFloat16 {
+struct ATTNKIT_API BFloat16 {
   uint16_t bits;
 };
-struct Fp8E4M3 {
+struct ATTNKIT_API Fp8E4M3 {
   uint8_t bits;
 };
-struct Fp8E5M2 {
+struct ATTNKIT_API Fp8E5M2 {
   uint8_t bits;
 };
 
@@ -41,22 +42,22 @@ inline uint16_t float_to_bf16_bits(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-float half_bits_to_float(uint16_t h);
-uint16_t float_to_half_bits(float f);
-float fp8_e4m3_to_float(uint8_t v);
-uint8_t float_to_fp8_e4m3(float f);
-float fp8_e5m2_to_float(uint8_t v);
-uint8_t float_to_fp8_e5m2(float f);
+ATTNKIT_API float half_bits_to_float(uint16_t h);
+ATTNKIT_API uint16_t float_to_half_bits(float f);
+ATTNKIT_API float fp8_e4m3_to_float(uint8_t v);
+ATTNKIT_API uint8_t float_to_fp8_e4m3(float f);
+ATTNKIT_API float fp8_e5m2_to_float(uint8_t v);
+ATTNKIT_API uint8_t float_to_fp8_e5m2(float f);
 
 // Largest finite value of each fp8 format.
 inline constexpr float kFp8E4M3Max = 448.0f;
 inline constexpr float kFp8E5M2Max = 57344.0f;
 
 // Reads element `i` of a buffer of `type` as float (floating types only).
-float load_as_float(const void* data, ScalarType type, int64_t i);
+ATTNKIT_API float load_as_float(const void* data, ScalarType type, int64_t i);
 // Writes `value` rounded to `type` into element `i`.
-void store_from_float(void* data, ScalarType type, int64_t i, float value);
+ATTNKIT_API void store_from_float(void* data, ScalarType type, int64_t i, float value);
 // The value `x` becomes after a round trip through `type` (for building exact oracles).
-float round_trip(ScalarType type, float x);
+ATTNKIT_API float round_trip(ScalarType type, float x);
 
 }  // namespace attnkit

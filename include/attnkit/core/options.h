@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "attnkit/export.h"
+
 namespace attnkit {
 
 enum class Option {
@@ -25,7 +27,7 @@ enum class Option {
   kCudaFlashWgmma,       // ATTNKIT_CUDA_FLASH_WGMMA: CUDA_FLASH's sm_90a wgmma prefill
 };
 
-struct OptionInfo {
+struct ATTNKIT_API OptionInfo {
   Option option;
   std::string_view name;           // the environment variable
   std::string_view default_value;  // what applies when unset, in words
@@ -34,17 +36,17 @@ struct OptionInfo {
 };
 
 // Every option, in the order of the enum.
-std::span<const OptionInfo> all_options();
-const OptionInfo& option_info(Option option);
+ATTNKIT_API std::span<const OptionInfo> all_options();
+ATTNKIT_API const OptionInfo& option_info(Option option);
 
 // The variable's value now, nullopt when unset or empty.
-std::optional<std::string> option_text(Option option);
+ATTNKIT_API std::optional<std::string> option_text(Option option);
 
 // A switch (1/0, on/off, true/false): nullopt when unset, else its value; any other value
 // throws Error naming the variable, the value and the valid ones.
-std::optional<bool> option_switch(Option option);
+ATTNKIT_API std::optional<bool> option_switch(Option option);
 
 // "NAME=value" for every option set now ("" when none), for reports.
-std::string describe_options_in_force();
+ATTNKIT_API std::string describe_options_in_force();
 
 }  // namespace attnkit

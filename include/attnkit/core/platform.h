@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 // x86 ISA features that the CPU kernels dispatch on (detected with cpuid).
-struct CpuFeatures {
+struct ATTNKIT_API CpuFeatures {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
@@ -28,9 +29,9 @@ struct CpuFeatures {
   std::vector<std::string> names() const;
 };
 
-CpuFeatures detect_cpu_features();
+ATTNKIT_API CpuFeatures detect_cpu_features();
 
-struct Platform {
+struct ATTNKIT_API Platform {
   PlatformKind kind = PlatformKind::kCpu;
   // CPU: ISA features (detected for the local CPU; for a described "cpu" platform the
   // local features are used too).
@@ -57,13 +58,13 @@ struct Platform {
 
 // Parses "cpu", "cuda" (local device 0, or an error when none) or "cuda:MAJOR.MINOR".
 // Unknown text throws Error(kInvalidArgument) naming it and listing the valid forms.
-Platform parse_platform(std::string_view text);
+ATTNKIT_API Platform parse_platform(std::string_view text);
 // The local CPU.
-Platform cpu_platform();
+ATTNKIT_API Platform cpu_platform();
 // The local GPU `device` when this binary has CUDA and a GPU is present, else nullopt.
-std::optional<Platform> local_cuda_platform(int device = 0);
+ATTNKIT_API std::optional<Platform> local_cuda_platform(int device = 0);
 
 // CUDA architectures compiled into this binary, e.g. {80, 90}; empty without CUDA.
-std::vector<int> cuda_architectures_in_binary();
+ATTNKIT_API std::vector<int> cuda_architectures_in_binary();
 
 }  // namespace attnkit

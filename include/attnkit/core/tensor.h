@@ -14,12 +14,13 @@
 #include <string>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 enum class DeviceType { kCpu, kCuda };
 
-struct Device {
+struct ATTNKIT_API Device {
   DeviceType type = DeviceType::kCpu;
   int index = 0;
   bool operator==(const Device&) const = default;
@@ -29,7 +30,7 @@ inline constexpr int kMaxTensorDims = 6;
 
 // A non-owning view: `data` points at element [0, 0, ...]; shape and strides are in
 // elements (not bytes). Strides may be any non-negative values (broadcast = 0).
-struct TensorView {
+struct ATTNKIT_API TensorView {
   void* data = nullptr;
   ScalarType dtype = ScalarType::kFloat32;
   Device device;
@@ -59,11 +60,11 @@ struct TensorView {
 // DLPack interop. to_dlpack fills `out` (shape/strides point into `view`, which must
 // outlive `out`). from_dlpack throws Error(kInvalidArgument) for dtypes/devices attnkit
 // does not handle, naming them; it honours byte_offset and null (compact) strides.
-void to_dlpack(const TensorView& view, DLTensor& out);
-TensorView from_dlpack(const DLTensor& tensor);
+ATTNKIT_API void to_dlpack(const TensorView& view, DLTensor& out);
+ATTNKIT_API TensorView from_dlpack(const DLTensor& tensor);
 
 // An owning, 64-byte aligned host buffer.
-class HostTensor {
+class ATTNKIT_API HostTensor {
  public:
   HostTensor() = default;
   HostTensor(ScalarType dtype, std::span<const int64_t> shape);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attnkit/core/platform.h"
+#include "attnkit/export.h"
 #include "attnkit/kv_cache/kv_cache_config.h"
 #include "attnkit/model/model_description.h"
 #include "attnkit/registry/registry.h"
@@ -20,7 +21,7 @@
 
 namespace attnkit {
 
-struct ExplainRequest {
+struct ATTNKIT_API ExplainRequest {
   Platform platform = cpu_platform();
   std::optional<DType> dtype;  // nullopt: the model's torch_dtype, else bfloat16
   KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
@@ -28,7 +29,7 @@ struct ExplainRequest {
   AttentionConfig attention;      // ATTNKIT_ATTENTION_BACKEND already applied
 };
 
-struct LayerOutcome {
+struct ATTNKIT_API LayerOutcome {
   LayerSpec layer;
   // The selection of this layer's configuration (shared by every layer with the same
   // configuration); null for layers that need no attention backend.
@@ -36,7 +37,7 @@ struct LayerOutcome {
   int kv_cache_group = -1;  // KvCacheConfig group id; -1 for non-attention layers
 };
 
-struct Explanation {
+struct ATTNKIT_API Explanation {
   ModelDescription model;
   Platform platform;
   DType dtype = DType::kBFloat16;
@@ -52,6 +53,9 @@ struct Explanation {
   std::vector<std::string> warnings;  // the model's and the selector's, distinct
   // Per chosen backend, the kernel variant that will run (kernel_variant()).
   std::map<std::string, std::string> kernel_variants;
+  // Per chosen backend, what its forward() allows under CUDA graph capture
+  // (BackendCapabilities::cuda_graphs, e.g. "uniform_batch").
+  std::map<std::string, std::string> cuda_graphs;
   // Every option of core/options.h set in the environment: name -> value.
   std::map<std::string, std::string> options;
 };
@@ -61,23 +65,24 @@ struct Explanation {
 // sm_90a wgmma prefill runs, and for the CUDA backends whether launches are dependent.
 // Empty for backends with one variant (REFERENCE, plugins). Throws the option's Error
 // when ATTNKIT_CPU_ISA names a target this CPU cannot run or an option has a bad value.
-std::string kernel_variant(std::string_view backend, const Platform& platform);
+ATTNKIT_API std::string kernel_variant(std::string_view backend, const Platform& platform);
 
 // Selects a backend for every attention layer and plans the KV cache. Throws the
 // selector's and the planner's Errors (strict user choice that cannot serve a layer, no
 // backend for a layer, a block size no backend takes), prefixed with the layer.
-Explanation explain(const ModelDescription& model, const ExplainRequest& request,
-                    const BackendRegistry& registry = global_registry());
+ATTNKIT_API Explanation explain(const ModelDescription& model, const ExplainRequest& request,
+                                const BackendRegistry& registry = global_registry());
 
 // For people: the model and platform, layers grouped by identical outcome, the KV-cache
 // groups, and per distinct configuration every candidate with its reasons.
-std::string to_text(const Explanation& explanation);
+ATTNKIT_API std::string to_text(const Explanation& explanation);
 
 // For programs; the stable schema (null where a field does not apply):
 // {"model", "model_type", "architecture", "source", "platform", "platform_is_local",
 //  "runnable", "notes", "dtype", "kv_cache_dtype", "block_size", "attention_config",
-//  "warnings", "kernel_variants": {"BACKEND": variant}, "options": {"NAME": value},
-//  "layers": [{"index", "name", "layer_type", "is_attention", "kind", "attn_type",
+//  "warnings", "kernel_variants": {"BACKEND": variant}, "cuda_graphs": {"BACKEND": support},
+//  "options": {"NAME": value}, "layers": [{"index", "name", "layer_type", "is_attention", "kind",
+//  "attn_type",
 //              "num_heads", "num_kv_heads", "head_size", "head_size_v", "scale",
 //              "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla",
 //              "backend", "chosen_by", "requested", "rejected": {"NAME": [reasons]},
@@ -86,11 +91,11 @@ std::string to_text(const Explanation& explanation);
 //              "block_size", "kernel_block_size", "layout", "page_size_bytes",
 //              "kv_bytes_per_token", "has_cache"}],
 //  "page_size_bytes", "num_buffers", "kv_bytes_per_token"}
-nlohmann::json to_json(const Explanation& explanation);
+ATTNKIT_API nlohmann::json to_json(const Explanation& explanation);
 
 // Layer indices as compact ranges: {0,1,2,3,4,6,7} -> "0-4, 6-7". Six or more runs in a
 // regular pattern are elided: {0,2,4,...,22} -> "0, 2, ..., 22"; layers 0-47 but every
 // fourth -> "0-2, 4-6, ..., 44-46".
-std::string format_layer_list(const std::vector<int>& layers);
+ATTNKIT_API std::string format_layer_list(const std::vector<int>& layers);
 
 }  // namespace attnkit

@@ -3,6 +3,7 @@
 // mapping (see CacheUpdateParams), converting to the cache dtype. One entry point for every
 // CPU backend, dispatched once per call to the SIMD target chosen by active_cpu_isa().
 
+#include "attnkit/export.h"
 #include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/kernels/paged_attention_params.h"
 
@@ -14,8 +15,8 @@ inline constexpr int kCacheUpdateHeadSizeMultiple = 16;
 
 // Inputs are trusted (the backend validates them); a head size that is not a multiple of
 // kCacheUpdateHeadSizeMultiple aborts.
-void cache_update(const CacheUpdateParams& p);
+ATTNKIT_API void cache_update(const CacheUpdateParams& p);
 // The same on an explicit target (which this CPU must run).
-void cache_update(const CacheUpdateParams& p, CpuIsa isa);
+ATTNKIT_API void cache_update(const CacheUpdateParams& p, CpuIsa isa);
 
 }  // namespace attnkit::cpu

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attnkit/core/platform.h"
+#include "attnkit/export.h"
 
 namespace attnkit::cpu {
 
@@ -21,25 +22,25 @@ enum class CpuIsa {
   kAvx512,  // AVX-512 F/BW/VL/DQ, 16 fp32 lanes; uses avx512_bf16 dot products when present
 };
 
-std::string_view to_string(CpuIsa isa);
+ATTNKIT_API std::string_view to_string(CpuIsa isa);
 // "scalar", "avx2", "avx512" (case-insensitive); anything else throws Error listing them.
-CpuIsa parse_cpu_isa(std::string_view text);
+ATTNKIT_API CpuIsa parse_cpu_isa(std::string_view text);
 
 // Whether `features` can run `isa`.
-bool cpu_supports(const CpuFeatures& features, CpuIsa isa);
+ATTNKIT_API bool cpu_supports(const CpuFeatures& features, CpuIsa isa);
 // Every target this machine can run, best last (scalar first).
-std::vector<CpuIsa> runnable_cpu_isas();
+ATTNKIT_API std::vector<CpuIsa> runnable_cpu_isas();
 // The best target for `features`.
-CpuIsa best_cpu_isa(const CpuFeatures& features);
+ATTNKIT_API CpuIsa best_cpu_isa(const CpuFeatures& features);
 
 // The target the kernels use now: the override if set, else ATTNKIT_CPU_ISA if set (read
 // once), else the best one this machine runs. Forcing a target the machine cannot run
 // throws Error(kUnsupported).
-CpuIsa active_cpu_isa();
+ATTNKIT_API CpuIsa active_cpu_isa();
 // Forces (or, with nullopt, un-forces) a target for this process. Throws Error when the
 // machine cannot run `isa`.
-void set_cpu_isa_override(std::optional<CpuIsa> isa);
+ATTNKIT_API void set_cpu_isa_override(std::optional<CpuIsa> isa);
 // Whether the avx512 target may use avx512_bf16 dot products (true when the CPU has them).
-bool avx512_bf16_dot_enabled();
+ATTNKIT_API bool avx512_bf16_dot_enabled();
 
 }  // namespace attnkit::cpu

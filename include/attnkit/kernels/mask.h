@@ -15,6 +15,8 @@
 // ONE interval. Intervals here are half-open, [begin, end), and never inverted: an empty
 // interval has begin == end.
 
+#include "attnkit/export.h"
+
 #if defined(__CUDACC__)
 #define ATTNKIT_MASK_FN __host__ __device__ __forceinline__
 #else
@@ -24,14 +26,14 @@
 namespace attnkit {
 
 // The mask of one layer: the part of a layer's attention that decides visibility.
-struct MaskRule {
+struct ATTNKIT_API MaskRule {
   bool causal = true;
   int sliding_window = 0;  // 0 = none; else the query sees its last sliding_window keys
   int chunk_size = 0;      // 0 = none; else keys of its own chunk only
 };
 
 // A half-open interval [begin, end) of key positions; empty when begin == end.
-struct KeySpan {
+struct ATTNKIT_API KeySpan {
   int begin = 0;
   int end = 0;
   ATTNKIT_MASK_FN bool empty() const { return begin >= end; }

@@ -23,11 +23,12 @@
 #include <cstdint>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 #include "attnkit/kernels/mask.h"
 
 namespace attnkit {
 
-struct PagedAttentionParams {
+struct ATTNKIT_API PagedAttentionParams {
   // --- Queries and output (compute dtype: fp32, fp16 or bf16) -------------------------
   // q:   [num_tokens, num_heads, head_size]   element (t, h, d) at q + t*q_token_stride
   //                                            + h*q_head_stride + d
@@ -92,7 +93,7 @@ inline
 // for each token t with slot = slot_mapping[t] >= 0 (negative = padding, skipped):
 //   block = slot / block_size, offset = slot % block_size,
 //   k_cache[block, offset, h, :] = quantize(key[t, h, :] / k_scale) (through the strides).
-struct CacheUpdateParams {
+struct ATTNKIT_API CacheUpdateParams {
   const void* key = nullptr;    // [num_tokens, num_kv_heads, head_size] compute dtype
   const void* value = nullptr;  // [num_tokens, num_kv_heads, head_size_v]; nullptr = MLA
   ScalarType src_dtype = ScalarType::kFloat32;

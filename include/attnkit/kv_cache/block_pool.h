@@ -17,9 +17,11 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/export.h"
+
 namespace attnkit {
 
-class BlockPool {
+class ATTNKIT_API BlockPool {
  public:
   static constexpr int32_t kNullBlock = 0;
 

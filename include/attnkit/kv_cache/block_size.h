@@ -23,10 +23,11 @@
 #include <string>
 
 #include "attnkit/backend/backend.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
-struct GroupBlockSize {
+struct ATTNKIT_API GroupBlockSize {
   int cache_block_size = 0;
   int kernel_block_size = 0;
   bool from_user = false;  // the user's block size was taken
@@ -34,20 +35,20 @@ struct GroupBlockSize {
 
 // True when `backend` can run cache blocks of `cache_block_size` tokens (directly or as
 // several kernel blocks).
-bool accepts_cache_block_size(const AttentionBackend& backend, int cache_block_size);
+ATTNKIT_API bool accepts_cache_block_size(const AttentionBackend& backend, int cache_block_size);
 
 // The largest kernel block size that divides `cache_block_size` and every backend's
 // kernels allow; nullopt when there is none.
-std::optional<int> common_kernel_block_size(std::span<const AttentionBackend* const> backends,
-                                            int cache_block_size);
+ATTNKIT_API std::optional<int> common_kernel_block_size(
+    std::span<const AttentionBackend* const> backends, int cache_block_size);
 
 // The block sizes of one group whose layers have `spec` (block size ignored) and are
 // served by `backends` (distinct, non-null, at least one). `what` names the group in
 // error messages (e.g. "sliding_window(512) layers 0-4"). Throws Error(kInvalidArgument)
 // for a user size some backend rejects, Error(kUnsupported) when no size fits them all.
-GroupBlockSize choose_group_block_size(const KvCacheSpec& spec,
-                                       std::span<const AttentionBackend* const> backends,
-                                       std::optional<int> user_block_size, const std::string& what);
+ATTNKIT_API GroupBlockSize
+choose_group_block_size(const KvCacheSpec& spec, std::span<const AttentionBackend* const> backends,
+                        std::optional<int> user_block_size, const std::string& what);
 
 // Largest cache block size attnkit plans (bounds the search and page-size unification).
 inline constexpr int kMaxCacheBlockSize = 4096;

@@ -31,13 +31,14 @@
 #include <vector>
 
 #include "attnkit/backend/metadata.h"
+#include "attnkit/export.h"
 #include "attnkit/kv_cache/kv_cache_config.h"
 #include "attnkit/kv_cache/kv_cache_manager.h"
 
 namespace attnkit {
 
 // One request of a step, as one group sees it.
-struct ScheduledRequest {
+struct ATTNKIT_API ScheduledRequest {
   int num_computed_tokens = 0;
   int num_new_tokens = 0;
   std::span<const int32_t> block_table;  // the group's table in cache-block ids
@@ -45,11 +46,11 @@ struct ScheduledRequest {
   bool write_encoder_kv = false;         // cross: encoder K/V is written this step
 };
 
-CommonAttentionMetadata build_common_metadata(const KvCacheGroup& group,
-                                              std::span<const ScheduledRequest> batch);
+ATTNKIT_API CommonAttentionMetadata build_common_metadata(const KvCacheGroup& group,
+                                                          std::span<const ScheduledRequest> batch);
 
 // One request of a step, by id (the tables come from the manager).
-struct StepRequest {
+struct ATTNKIT_API StepRequest {
   RequestId id = 0;
   int num_computed_tokens = 0;
   int num_new_tokens = 0;
@@ -57,7 +58,7 @@ struct StepRequest {
 };
 
 // One CommonAttentionMetadata per group, indexed by group_id.
-std::vector<CommonAttentionMetadata> build_step_metadata(const KvCacheManager& kv,
-                                                         std::span<const StepRequest> batch);
+ATTNKIT_API std::vector<CommonAttentionMetadata> build_step_metadata(
+    const KvCacheManager& kv, std::span<const StepRequest> batch);
 
 }  // namespace attnkit

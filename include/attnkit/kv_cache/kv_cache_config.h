@@ -32,17 +32,18 @@
 
 #include "attnkit/backend/backend.h"
 #include "attnkit/core/kv_cache_spec.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 // What the planner needs of one attention layer.
-struct LayerKvInput {
+struct ATTNKIT_API LayerKvInput {
   int layer_index = 0;
   KvCacheSpec spec;                           // from spec_for_layer() (block size ignored)
   const AttentionBackend* backend = nullptr;  // selected for this layer; not owned
 };
 
-struct KvCacheGroup {
+struct ATTNKIT_API KvCacheGroup {
   int group_id = 0;
   // The group's spec, after customize_spec; spec.block_size = cache block size.
   KvCacheSpec spec;
@@ -69,7 +70,7 @@ struct KvCacheGroup {
   std::vector<std::string> backend_names() const;
 };
 
-struct KvCacheConfig {
+struct ATTNKIT_API KvCacheConfig {
   // Ordered by first layer index; group_id = position.
   std::vector<KvCacheGroup> groups;
   // Bytes of one cache block of one layer, equal for every cache-holding group; 0 when no
@@ -92,7 +93,7 @@ struct KvCacheConfig {
 
 // Plans the cache for `layers` (distinct layer indices, each with a backend). Errors name
 // the bad layer, size or backend.
-KvCacheConfig plan_kv_cache(std::span<const LayerKvInput> layers,
-                            std::optional<int> user_block_size = std::nullopt);
+ATTNKIT_API KvCacheConfig plan_kv_cache(std::span<const LayerKvInput> layers,
+                                        std::optional<int> user_block_size = std::nullopt);
 
 }  // namespace attnkit

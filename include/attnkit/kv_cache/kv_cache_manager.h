@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "attnkit/export.h"
 #include "attnkit/kv_cache/block_pool.h"
 #include "attnkit/kv_cache/kv_cache_config.h"
 
@@ -27,7 +28,7 @@ namespace attnkit {
 
 using RequestId = int64_t;
 
-struct AllocationStatus {
+struct ATTNKIT_API AllocationStatus {
   bool ok = true;
   int blocks_needed = 0;  // blocks the step needed from the pool (after its own releases)
   int blocks_free = 0;    // free blocks when the step was tried (after its releases)
@@ -36,7 +37,7 @@ struct AllocationStatus {
   std::string message() const;
 };
 
-class KvCacheManager {
+class ATTNKIT_API KvCacheManager {
  public:
   // num_blocks includes the null block.
   KvCacheManager(KvCacheConfig config, int num_blocks);
@@ -100,6 +101,6 @@ class KvCacheManager {
 
 // First token position a step starting at position `first_new` still needs in the cache of
 // a group with `spec` (0 for unwindowed kinds).
-int first_needed_position(const KvCacheSpec& spec, int first_new);
+ATTNKIT_API int first_needed_position(const KvCacheSpec& spec, int first_new);
 
 }  // namespace attnkit

@@ -26,11 +26,12 @@
 #include <vector>
 
 #include "attnkit/backend/backend.h"
+#include "attnkit/export.h"
 #include "attnkit/kv_cache/kv_cache_config.h"
 
 namespace attnkit {
 
-class KvMemoryAllocator {
+class ATTNKIT_API KvMemoryAllocator {
  public:
   virtual ~KvMemoryAllocator() = default;
   // Where the memory lives; stamped on every view.
@@ -42,7 +43,7 @@ class KvMemoryAllocator {
 };
 
 // Host memory (aligned, zero-filled).
-class HostKvMemoryAllocator final : public KvMemoryAllocator {
+class ATTNKIT_API HostKvMemoryAllocator final : public KvMemoryAllocator {
  public:
   Device device() const override { return Device{}; }
   void* allocate(size_t bytes) override;
@@ -51,11 +52,12 @@ class HostKvMemoryAllocator final : public KvMemoryAllocator {
 
 // The view of one layer's cache inside a buffer starting at `base` (layout above).
 // num_blocks counts cache blocks; the returned views count kernel blocks.
-KvCacheTensors make_layer_cache_view(void* base, const KvCacheSpec& spec, KvLayout layout,
-                                     int kernel_block_size, int num_blocks, Device device);
+ATTNKIT_API KvCacheTensors make_layer_cache_view(void* base, const KvCacheSpec& spec,
+                                                 KvLayout layout, int kernel_block_size,
+                                                 int num_blocks, Device device);
 
 // Owns the cache buffers (move-only; frees them through the allocator).
-class KvCacheStorage {
+class ATTNKIT_API KvCacheStorage {
  public:
   // num_blocks includes the null block. Error(kInvalidArgument) for num_blocks < 2.
   KvCacheStorage(

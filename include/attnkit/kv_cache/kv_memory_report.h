@@ -17,11 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/export.h"
 #include "attnkit/kv_cache/kv_cache_config.h"
 
 namespace attnkit {
 
-struct KvGroupMemory {
+struct ATTNKIT_API KvGroupMemory {
   int group_id = 0;
   std::string spec;  // KvCacheSpec::describe()
   int num_layers = 0;
@@ -32,7 +33,7 @@ struct KvGroupMemory {
   size_t bytes_held = 0;       // tokens_held * bytes_per_token
 };
 
-struct KvMemoryReport {
+struct ATTNKIT_API KvMemoryReport {
   int64_t context_len = 0;
   std::vector<KvGroupMemory> groups;
   size_t bytes_per_token = 0;  // all layers, per held token
@@ -49,8 +50,8 @@ struct KvMemoryReport {
 
 // Blocks a group's block table holds (not released) for one request after `context_len`
 // tokens (see the rule above).
-int64_t blocks_held(const KvCacheGroup& group, int64_t context_len);
+ATTNKIT_API int64_t blocks_held(const KvCacheGroup& group, int64_t context_len);
 
-KvMemoryReport kv_memory_report(const KvCacheConfig& config, int64_t context_len);
+ATTNKIT_API KvMemoryReport kv_memory_report(const KvCacheConfig& config, int64_t context_len);
 
 }  // namespace attnkit

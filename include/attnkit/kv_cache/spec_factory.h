@@ -13,41 +13,42 @@
 
 #include "attnkit/backend/selector_config.h"
 #include "attnkit/core/kv_cache_spec.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 // Dense K/V shape shared by the non-MLA kinds.
-struct KvHeadShape {
+struct ATTNKIT_API KvHeadShape {
   int num_kv_heads = 0;
   int head_size = 0;                         // K head size
   int head_size_v = 0;                       // V head size (equal to head_size in most models)
   ScalarType dtype = ScalarType::kBFloat16;  // resolved storage dtype of the cache
 };
 
-KvCacheSpec full_attention_spec(const KvHeadShape& shape);
-KvCacheSpec sliding_window_spec(const KvHeadShape& shape, int sliding_window);
-KvCacheSpec chunked_local_attention_spec(const KvHeadShape& shape, int chunk_size);
+ATTNKIT_API KvCacheSpec full_attention_spec(const KvHeadShape& shape);
+ATTNKIT_API KvCacheSpec sliding_window_spec(const KvHeadShape& shape, int sliding_window);
+ATTNKIT_API KvCacheSpec chunked_local_attention_spec(const KvHeadShape& shape, int chunk_size);
 // Full attention whose softmax has per-head sink logits: the cache is the same as full
 // attention's, but it is a separate kind so a backend can be chosen for it.
-KvCacheSpec sink_full_attention_spec(const KvHeadShape& shape);
+ATTNKIT_API KvCacheSpec sink_full_attention_spec(const KvHeadShape& shape);
 // Cross attention: decoder queries over the encoder's K/V, written once per request and
 // sized by the encoder length (max_encoder_len tokens at most).
-KvCacheSpec cross_attention_spec(const KvHeadShape& shape, int max_encoder_len);
+ATTNKIT_API KvCacheSpec cross_attention_spec(const KvHeadShape& shape, int max_encoder_len);
 // MLA: one latent vector of kv_lora_rank + rope_dim elements per token.
-KvCacheSpec mla_spec(int kv_lora_rank, int rope_dim, ScalarType dtype);
-KvCacheSpec sliding_window_mla_spec(int kv_lora_rank, int rope_dim, ScalarType dtype,
-                                    int sliding_window);
+ATTNKIT_API KvCacheSpec mla_spec(int kv_lora_rank, int rope_dim, ScalarType dtype);
+ATTNKIT_API KvCacheSpec sliding_window_mla_spec(int kv_lora_rank, int rope_dim, ScalarType dtype,
+                                                int sliding_window);
 // Encoder-only (and encoder self-) attention: no cache.
-KvCacheSpec encoder_only_attention_spec();
+ATTNKIT_API KvCacheSpec encoder_only_attention_spec();
 
 // The spec of one layer from its selector config: kind_of(config) picks the constructor;
 // the storage dtype is scalar_type_of(kv_cache_dtype, dtype). MLA configs carry
 // head_size = kv_lora_rank + rope dim and mla_rope_dim. Cross attention needs
 // max_encoder_len > 0. Errors name the missing or bad field.
-KvCacheSpec spec_for_layer(const SelectorConfig& config, int max_encoder_len = 0);
+ATTNKIT_API KvCacheSpec spec_for_layer(const SelectorConfig& config, int max_encoder_len = 0);
 
 // True when layers of this kind keep only a bounded range of recent tokens
 // (sliding window, sliding-window MLA, chunked local).
-bool is_windowed(KvCacheKind kind);
+ATTNKIT_API bool is_windowed(KvCacheKind kind);
 
 }  // namespace attnkit

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
@@ -17,7 +18,7 @@ namespace attnkit {
 // token: kv_lora_rank compressed K/V followed by the qk_rope_head_dim rotary part, so the
 // "absorbed" head size is kv_lora_rank + qk_rope_head_dim and V is its first kv_lora_rank
 // elements.
-struct MlaDims {
+struct ATTNKIT_API MlaDims {
   int kv_lora_rank = 0;
   int qk_rope_head_dim = 0;
   int qk_nope_head_dim = 0;
@@ -26,7 +27,7 @@ struct MlaDims {
   bool operator==(const MlaDims&) const = default;
 };
 
-struct LayerSpec {
+struct ATTNKIT_API LayerSpec {
   int index = 0;     // position in ModelDescription::layers
   std::string name;  // e.g. "layers.5.self_attn", "decoder.layers.0.encoder_attn"
   // The config's own word for this layer ("full_attention", "sliding_attention",
@@ -53,7 +54,7 @@ struct LayerSpec {
   bool operator==(const LayerSpec&) const = default;
 };
 
-struct ModelDescription {
+struct ATTNKIT_API ModelDescription {
   std::string name;            // embedded name or the config file's name
   std::string source;          // the file read, or "embedded:<name>"
   std::string model_type;      // of the text model (e.g. "gemma3_text" under "gemma3")
@@ -70,6 +71,6 @@ struct ModelDescription {
 
 // e.g. "sliding_window(512)", "chunked_local_attention(8192)", "full_attention",
 // "mla_attention", or "no attention (mamba)".
-std::string describe_kind(const LayerSpec& layer);
+ATTNKIT_API std::string describe_kind(const LayerSpec& layer);
 
 }  // namespace attnkit

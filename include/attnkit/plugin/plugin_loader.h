@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attnkit/export.h"
 #include "attnkit/registry/registry.h"
 
 namespace attnkit {
@@ -24,7 +25,7 @@ namespace attnkit {
 // The environment variable listing plugin libraries to load, separated by ':'.
 inline constexpr std::string_view kPluginPathEnv = "ATTNKIT_PLUGIN_PATH";
 
-struct PluginLoadOptions {
+struct ATTNKIT_API PluginLoadOptions {
   // Replace backends already registered under the same name (built-ins included). When
   // false, a name clash rejects the whole library and nothing of it is registered.
   bool allow_override = false;
@@ -35,7 +36,7 @@ struct PluginLoadOptions {
 };
 
 // What one successful load did.
-struct PluginLoadReport {
+struct ATTNKIT_API PluginLoadReport {
   std::string path;
   std::string plugin_name;     // as the plugin's table declares it
   std::string plugin_version;  // as the plugin's table declares it
@@ -54,18 +55,19 @@ struct PluginLoadReport {
 // plugin ABI version too new or too old, malformed table or backend, every backend scored
 // 0 (cannot run on this machine), or a name already registered (without allow_override).
 // On any rejection nothing of the library is registered and it is unloaded.
-PluginLoadReport load_plugin(const std::string& path, BackendRegistry& registry = global_registry(),
-                             const PluginLoadOptions& options = {});
+ATTNKIT_API PluginLoadReport load_plugin(const std::string& path,
+                                         BackendRegistry& registry = global_registry(),
+                                         const PluginLoadOptions& options = {});
 
 // Loads each library of a ':'-separated list in order (empty entries are ignored). Stops at
 // the first rejection, throwing its Error; libraries loaded before it stay loaded.
-std::vector<PluginLoadReport> load_plugins(std::string_view path_list,
-                                           BackendRegistry& registry = global_registry(),
-                                           const PluginLoadOptions& options = {});
+ATTNKIT_API std::vector<PluginLoadReport> load_plugins(
+    std::string_view path_list, BackendRegistry& registry = global_registry(),
+    const PluginLoadOptions& options = {});
 
 // load_plugins() over $ATTNKIT_PLUGIN_PATH (nothing when unset or empty). Errors say that
 // the path came from ATTNKIT_PLUGIN_PATH.
-std::vector<PluginLoadReport> load_plugins_from_environment(
+ATTNKIT_API std::vector<PluginLoadReport> load_plugins_from_environment(
     BackendRegistry& registry = global_registry(), const PluginLoadOptions& options = {});
 
 }  // namespace attnkit

@@ -21,20 +21,21 @@
 #include <vector>
 
 #include "attnkit/backend/backend.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 using BackendFactory = std::function<std::unique_ptr<AttentionBackend>()>;
 
 // One line of the built-in list.
-struct BuiltinBackend {
+struct ATTNKIT_API BuiltinBackend {
   std::string_view name;
   std::unique_ptr<AttentionBackend> (*factory)();
 };
 
 // The built-in backends, in the order `attnkit backends` lists them
 // (src/registry/builtin_backends.cpp).
-std::span<const BuiltinBackend> builtin_backends();
+ATTNKIT_API std::span<const BuiltinBackend> builtin_backends();
 
 // The reserved name a user registers their own backend under.
 inline constexpr std::string_view kCustomBackendName = "CUSTOM";
@@ -45,7 +46,7 @@ enum class BackendOrigin {
   kRegistered,  // register_backend() added it, or replaced a built-in
 };
 
-class BackendRegistry {
+class ATTNKIT_API BackendRegistry {
  public:
   // kBuiltins: starts with builtin_backends(); kEmpty: starts with nothing but the
   // reserved CUSTOM slot (for tests that want full control).
@@ -98,11 +99,12 @@ class BackendRegistry {
 };
 
 // The process-wide registry, with the built-ins, created on first use.
-BackendRegistry& global_registry();
+ATTNKIT_API BackendRegistry& global_registry();
 
 // Registers into global_registry() (what plugins and applications call).
-void register_backend(std::string_view name, BackendFactory factory, bool allow_override = true);
+ATTNKIT_API void register_backend(std::string_view name, BackendFactory factory,
+                                  bool allow_override = true);
 
-std::string_view to_string(BackendOrigin origin);
+ATTNKIT_API std::string_view to_string(BackendOrigin origin);
 
 }  // namespace attnkit

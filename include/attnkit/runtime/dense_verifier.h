@@ -17,18 +17,19 @@
 #include <vector>
 
 #include "attnkit/backend/backend.h"
+#include "attnkit/export.h"
 #include "attnkit/runtime/qkv_generator.h"
 
 namespace attnkit {
 
 // One query token whose output is checked.
-struct QuerySite {
+struct ATTNKIT_API QuerySite {
   int request = 0;
   int position = 0;  // of the query, in its token source (decoder or encoder tokens)
   int kv_len = 0;    // keys of the sequence: causal layers position + 1; else all of them
 };
 
-class DenseVerifier {
+class ATTNKIT_API DenseVerifier {
  public:
   // `generator` must outlive the verifier.
   explicit DenseVerifier(const QkvGenerator& generator) : gen_(generator) {}
@@ -43,14 +44,15 @@ class DenseVerifier {
 
 // max_d |actual - expected| / max_d |expected| over one output row (0 when both are
 // zero; an all-zero expected row compares absolute differences).
-double row_relative_error(std::span<const float> actual, std::span<const float> expected);
+ATTNKIT_API double row_relative_error(std::span<const float> actual,
+                                      std::span<const float> expected);
 
 // The tolerance --verify applies for a compute dtype: outputs are rounded to it, so bf16
 // (8 mantissa bits) allows the most.
-double default_tolerance(DType dtype);
+ATTNKIT_API double default_tolerance(DType dtype);
 
 // Max relative error per layer kind, accumulated over every checked row.
-class VerificationStats {
+class ATTNKIT_API VerificationStats {
  public:
   struct KindStats {
     double max_rel_error = 0.0;

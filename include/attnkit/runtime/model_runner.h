@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "attnkit/core/platform.h"
+#include "attnkit/export.h"
 #include "attnkit/kv_cache/kv_cache_config.h"
 #include "attnkit/model/model_description.h"
 #include "attnkit/runtime/request.h"
@@ -35,7 +36,7 @@
 
 namespace attnkit {
 
-struct VerifyOptions {
+struct ATTNKIT_API VerifyOptions {
   bool enabled = false;
   // Output rows checked per layer per step, chosen by a seeded hash; 0 = every row.
   int samples_per_layer_step = 4;
@@ -44,7 +45,7 @@ struct VerifyOptions {
 };
 
 // Progress after each step, for progress bars.
-struct StepProgress {
+struct ATTNKIT_API StepProgress {
   int step = 0;
   int steps_run = 0;
   int requests_finished = 0;
@@ -53,7 +54,7 @@ struct StepProgress {
   long tokens_total = 0;  // estimate: every request's prompt + output - 1 (recomputes excluded)
 };
 
-struct RunnerOptions {
+struct ATTNKIT_API RunnerOptions {
   std::optional<DType> dtype;  // compute dtype; default: the model's, else bf16
   KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
   std::optional<int> block_size;  // user cache block size
@@ -75,7 +76,7 @@ struct RunnerOptions {
   std::function<void(const StepProgress&)> on_step;
 };
 
-struct PlannedLayer {
+struct ATTNKIT_API PlannedLayer {
   int layer_index = 0;
   std::string name;
   KvCacheKind kind = KvCacheKind::kFullAttention;
@@ -85,7 +86,7 @@ struct PlannedLayer {
   int group = 0;
 };
 
-class ModelRunner {
+class ATTNKIT_API ModelRunner {
  public:
   // Selects, plans and allocates. `selector` (and its registry) must outlive the runner.
   // `platform` must be this machine's: its CPU, or its CUDA device (tensors and the KV
@@ -125,7 +126,8 @@ class ModelRunner {
 
 // The model with the reductions of `options` applied (layers kept, windows capped), and
 // one note per reduction.
-ModelDescription reduce_model(const ModelDescription& model, int max_layers_per_kind,
-                              int window_cap, std::vector<std::string>* notes = nullptr);
+ATTNKIT_API ModelDescription reduce_model(const ModelDescription& model, int max_layers_per_kind,
+                                          int window_cap,
+                                          std::vector<std::string>* notes = nullptr);
 
 }  // namespace attnkit

@@ -15,13 +15,14 @@
 
 #include "attnkit/backend/backend.h"
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
 enum class QkvStream : uint8_t { kQuery, kKey, kValue };
 enum class TokenSource : uint8_t { kDecoder, kEncoder };
 
-class QkvGenerator {
+class ATTNKIT_API QkvGenerator {
  public:
   QkvGenerator(uint64_t seed, DType dtype) : seed_(seed), dtype_(dtype) {}
 
@@ -44,7 +45,7 @@ class QkvGenerator {
 };
 
 // Where a layer's queries and keys come from.
-TokenSource query_source(const AttentionLayerParams& layer);
-TokenSource key_source(const AttentionLayerParams& layer);
+ATTNKIT_API TokenSource query_source(const AttentionLayerParams& layer);
+ATTNKIT_API TokenSource key_source(const AttentionLayerParams& layer);
 
 }  // namespace attnkit

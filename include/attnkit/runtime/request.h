@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/export.h"
+
 namespace attnkit {
 
-struct RequestSpec {
+struct ATTNKIT_API RequestSpec {
   int id = 0;            // unique, >= 0; also the generator's request coordinate
   int prompt_len = 1;    // >= 1
   int output_len = 1;    // >= 1 tokens to generate
@@ -26,7 +28,7 @@ struct RequestSpec {
 };
 
 // A random workload, reproducible from its seed.
-struct WorkloadOptions {
+struct ATTNKIT_API WorkloadOptions {
   int num_requests = 8;
   int min_prompt_len = 16;
   int max_prompt_len = 64;
@@ -41,10 +43,11 @@ struct WorkloadOptions {
 
 // Request i gets id i, a prompt length drawn uniformly from [min, max], arrival step
 // i * arrival_interval. Throws Error(kInvalidArgument) naming a bad option.
-std::vector<RequestSpec> make_workload(const WorkloadOptions& options);
+ATTNKIT_API std::vector<RequestSpec> make_workload(const WorkloadOptions& options);
 
 // Parses "MIN:MAX" or "N" (MIN = MAX = N), both >= 1, into {min, max}. Throws
 // Error(kInvalidArgument) naming the text and the expected form.
-std::pair<int, int> parse_length_range(const std::string& text, const std::string& what);
+ATTNKIT_API std::pair<int, int> parse_length_range(const std::string& text,
+                                                   const std::string& what);
 
 }  // namespace attnkit

@@ -11,10 +11,11 @@
 #include <vector>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 
 namespace attnkit {
 
-struct GroupRunReport {
+struct ATTNKIT_API GroupRunReport {
   int id = 0;
   KvCacheKind kind = KvCacheKind::kFullAttention;
   std::string spec;         // KvCacheSpec::describe()
@@ -33,14 +34,14 @@ struct GroupRunReport {
   long forward_calls = 0;
 };
 
-struct KindErrorReport {
+struct ATTNKIT_API KindErrorReport {
   KvCacheKind kind = KvCacheKind::kFullAttention;
   double max_rel_error = 0.0;
   long rows_checked = 0;
   int layer = -1, request = -1, position = -1;  // where the max was seen
 };
 
-struct VerifyReport {
+struct ATTNKIT_API VerifyReport {
   double max_rel_error = 0.0;
   double tolerance = 0.0;
   bool passed = false;
@@ -49,7 +50,7 @@ struct VerifyReport {
   std::vector<KindErrorReport> by_kind;
 };
 
-struct RunReport {
+struct ATTNKIT_API RunReport {
   std::string model;
   std::string platform;
   std::string dtype;
@@ -85,10 +86,10 @@ struct RunReport {
 // preemptions, kv_cache_groups [{id, kind, layers, backend_planned, backend_executed,
 // blocks_peak, blocks_total, ...}], verify {max_rel_error, tolerance, passed, ...} or null,
 // plus the other fields above.
-nlohmann::json to_json(const RunReport& report);
+ATTNKIT_API nlohmann::json to_json(const RunReport& report);
 // The human summary printed after the progress bar.
-std::string to_text(const RunReport& report);
+ATTNKIT_API std::string to_text(const RunReport& report);
 // "0-4,6-10,12" for sorted layer indices.
-std::string format_layer_ranges(const std::vector<int>& layers);
+ATTNKIT_API std::string format_layer_ranges(const std::vector<int>& layers);
 
 }  // namespace attnkit

@@ -19,13 +19,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "attnkit/export.h"
 #include "attnkit/runtime/request.h"
 
 namespace attnkit {
 
 // What the scheduler needs from the KV cache. Implemented over the block pool and the
 // per-request block tables (runtime/kv_cache_manager.h); tests use their own.
-class KvBlockAllocator {
+class ATTNKIT_API KvBlockAllocator {
  public:
   virtual ~KvBlockAllocator() = default;
   // Makes room in every KV-cache group for tokens [0, num_computed + num_new) of
@@ -43,7 +44,7 @@ class KvBlockAllocator {
   virtual int num_usable_blocks() const = 0;
 };
 
-struct SchedulerOptions {
+struct ATTNKIT_API SchedulerOptions {
   int max_batch_tokens = 512;  // token budget of one step (> 0)
   int max_num_seqs = 64;       // requests in one step (> 0)
   // Encoder-only models: a request's whole prompt runs in one pass (bidirectional
@@ -52,7 +53,7 @@ struct SchedulerOptions {
 };
 
 // One request's share of a step.
-struct ScheduledChunk {
+struct ATTNKIT_API ScheduledChunk {
   int request_id = 0;
   int num_computed = 0;  // position of the first new token (tokens before it are cached)
   int num_new = 0;       // new tokens this step: positions num_computed .. +num_new-1
@@ -61,7 +62,7 @@ struct ScheduledChunk {
   bool run_encoder = false;
 };
 
-struct SchedulerStep {
+struct ATTNKIT_API SchedulerStep {
   int step = 0;
   // Running requests first (decodes and continuing prefills), then newly admitted ones.
   std::vector<ScheduledChunk> chunks;
@@ -71,7 +72,7 @@ struct SchedulerStep {
   bool empty() const { return chunks.empty(); }
 };
 
-class Scheduler {
+class ATTNKIT_API Scheduler {
  public:
   // `allocator` must outlive the scheduler. Throws Error(kInvalidArgument) for bad options.
   Scheduler(SchedulerOptions options, KvBlockAllocator& allocator);

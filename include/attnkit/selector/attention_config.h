@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/export.h"
 #include "attnkit/registry/registry.h"
 
 namespace attnkit {
@@ -35,7 +36,7 @@ enum class BackendSource {
   kEnv,      // ATTNKIT_ATTENTION_BACKEND
 };
 
-struct AttentionConfig {
+struct ATTNKIT_API AttentionConfig {
   // Canonical (upper-case) backend name, or "auto".
   std::string backend{kAutoBackend};
   BackendSource backend_source = BackendSource::kDefault;
@@ -50,31 +51,31 @@ struct AttentionConfig {
 // the bad value and listing the valid ones (invalid JSON, non-object, unknown key, wrong
 // value type, unknown backend, unregistered CUSTOM, unknown kind, duplicate kind, unknown
 // override_mode).
-AttentionConfig parse_attention_config(std::string_view json_text,
-                                       const BackendRegistry& registry = global_registry());
+ATTNKIT_API AttentionConfig parse_attention_config(
+    std::string_view json_text, const BackendRegistry& registry = global_registry());
 
 // Applies ATTNKIT_ATTENTION_BACKEND: `env_value` is its value (nullptr or empty = unset).
 // Throws Error when it names an unknown backend, or when `config.backend` was set by the
 // config too.
-AttentionConfig apply_backend_env(AttentionConfig config, const char* env_value,
-                                  const BackendRegistry& registry = global_registry());
+ATTNKIT_API AttentionConfig apply_backend_env(AttentionConfig config, const char* env_value,
+                                              const BackendRegistry& registry = global_registry());
 // The same, reading the process environment.
-AttentionConfig apply_backend_env(AttentionConfig config,
-                                  const BackendRegistry& registry = global_registry());
+ATTNKIT_API AttentionConfig apply_backend_env(AttentionConfig config,
+                                              const BackendRegistry& registry = global_registry());
 
 // What a command line's --attention-config gives: JSON text when it starts with '{', else
 // the path of a JSON file (empty = defaults); then ATTNKIT_ATTENTION_BACKEND is applied.
 // Throws Error for an unreadable file (naming it) and every parse error (prefixed with the
 // file's path).
-AttentionConfig load_attention_config(std::string_view text_or_path,
-                                      const BackendRegistry& registry = global_registry());
+ATTNKIT_API AttentionConfig load_attention_config(
+    std::string_view text_or_path, const BackendRegistry& registry = global_registry());
 
 // The JSON form (what parse_attention_config reads back).
-nlohmann::json to_json(const AttentionConfig& config);
+ATTNKIT_API nlohmann::json to_json(const AttentionConfig& config);
 
-std::string_view to_string(OverrideMode mode);
-std::string_view to_string(BackendSource source);
+ATTNKIT_API std::string_view to_string(OverrideMode mode);
+ATTNKIT_API std::string_view to_string(BackendSource source);
 // "strict" or "prefer", case-insensitive; otherwise Error listing both.
-OverrideMode parse_override_mode(std::string_view text);
+ATTNKIT_API OverrideMode parse_override_mode(std::string_view text);
 
 }  // namespace attnkit

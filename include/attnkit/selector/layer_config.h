@@ -6,18 +6,21 @@
 
 #include "attnkit/backend/backend.h"
 #include "attnkit/backend/selector_config.h"
+#include "attnkit/export.h"
 #include "attnkit/model/model_description.h"
 
 namespace attnkit {
 
 // The selector's question for one attention layer. Throws Error(kInvalidArgument) for a
 // layer that is not attention.
-SelectorConfig selector_config(const LayerSpec& layer, DType dtype, KvCacheDType kv_cache_dtype,
-                               std::optional<int> block_size = std::nullopt);
+ATTNKIT_API SelectorConfig selector_config(const LayerSpec& layer, DType dtype,
+                                           KvCacheDType kv_cache_dtype,
+                                           std::optional<int> block_size = std::nullopt);
 
 // What the layer's implementation receives. Sink logits are weights, not configuration:
 // for a layer with sinks the vector is sized num_heads and zero (a sink of logit 0) until
 // the caller loads the checkpoint's values. Throws like selector_config().
-AttentionLayerParams layer_params(const LayerSpec& layer, DType dtype, KvCacheDType kv_cache_dtype);
+ATTNKIT_API AttentionLayerParams layer_params(const LayerSpec& layer, DType dtype,
+                                              KvCacheDType kv_cache_dtype);
 
 }  // namespace attnkit

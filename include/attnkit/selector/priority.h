@@ -11,21 +11,24 @@
 #include <vector>
 
 #include "attnkit/backend/backend.h"
+#include "attnkit/export.h"
 #include "attnkit/registry/registry.h"
 
 namespace attnkit {
 
 // The built-in priority list of a platform for a layer, before filtering by the registry.
-std::vector<std::string> builtin_priority(PlatformKind platform, bool use_mla);
+ATTNKIT_API std::vector<std::string> builtin_priority(PlatformKind platform, bool use_mla);
 
 // The candidates automatic selection walks for `config` on `platform`, best first.
-std::vector<std::string> priority_list(const BackendRegistry& registry, const Platform& platform,
-                                       const SelectorConfig& config);
+ATTNKIT_API std::vector<std::string> priority_list(const BackendRegistry& registry,
+                                                   const Platform& platform,
+                                                   const SelectorConfig& config);
 
 // Why `backend` cannot run on `platform` at all, whatever the layer: wrong platform kind,
 // compute capability outside its range, and (when `include_binary`) why this binary
 // cannot run its kernels there. Empty = it can.
-std::vector<std::string> platform_reasons(const AttentionBackend& backend, const Platform& platform,
-                                          bool include_binary = true);
+ATTNKIT_API std::vector<std::string> platform_reasons(const AttentionBackend& backend,
+                                                      const Platform& platform,
+                                                      bool include_binary = true);
 
 }  // namespace attnkit

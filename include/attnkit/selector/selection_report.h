@@ -5,6 +5,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
+#include "attnkit/export.h"
 #include "attnkit/selector/selector.h"
 
 namespace attnkit {
@@ -15,14 +16,14 @@ namespace attnkit {
 //     REFERENCE      valid (lower priority)
 //   warning: ...
 // Every rejected candidate is listed with its reasons. `indent` prefixes every line.
-std::string to_text(const SelectionResult& result, std::string_view indent = "");
+ATTNKIT_API std::string to_text(const SelectionResult& result, std::string_view indent = "");
 
 // {"kind", "config", "platform", "platform_is_local", "backend", "chosen_by", "requested",
 //  "override_mode", "runnable", "binary_reason", "candidates": [{"backend", "valid",
 //  "reasons", "binary_note", "user_choice"}], "warnings"}
-nlohmann::json to_json(const SelectionResult& result);
+ATTNKIT_API nlohmann::json to_json(const SelectionResult& result);
 
 // The layer's SelectorConfig as JSON (every field; optional ones are null when unset).
-nlohmann::json to_json(const SelectorConfig& config);
+ATTNKIT_API nlohmann::json to_json(const SelectorConfig& config);
 
 }  // namespace attnkit

@@ -24,6 +24,7 @@
 
 #include "attnkit/backend/selector_config.h"
 #include "attnkit/core/platform.h"
+#include "attnkit/export.h"
 #include "attnkit/registry/registry.h"
 #include "attnkit/selector/attention_config.h"
 
@@ -37,7 +38,7 @@ enum class ChosenBy {
   kEnv,      // ATTNKIT_ATTENTION_BACKEND
 };
 
-struct CandidateReport {
+struct ATTNKIT_API CandidateReport {
   std::string backend;
   // Why it cannot serve the layer; empty = valid.
   std::vector<std::string> reasons;
@@ -50,7 +51,7 @@ struct CandidateReport {
   bool operator==(const CandidateReport&) const = default;
 };
 
-struct SelectionResult {
+struct ATTNKIT_API SelectionResult {
   std::string backend;  // the chosen backend (canonical name)
   // The chosen backend itself, as the registry held it at selection: what the runtime and
   // explain build from (never looked up again by name).
@@ -73,7 +74,7 @@ struct SelectionResult {
   std::optional<std::string> binary_reason;
 };
 
-class Selector {
+class ATTNKIT_API Selector {
  public:
   // `config` should already carry ATTNKIT_ATTENTION_BACKEND (apply_backend_env). The
   // registry must outlive the selector.
@@ -118,6 +119,6 @@ class Selector {
   std::unique_ptr<Cache> cache_;
 };
 
-std::string_view to_string(ChosenBy chosen_by);
+ATTNKIT_API std::string_view to_string(ChosenBy chosen_by);
 
 }  // namespace attnkit

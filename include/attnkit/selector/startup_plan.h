@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "attnkit/core/platform.h"
+#include "attnkit/export.h"
 #include "attnkit/kv_cache/kv_cache_config.h"
 #include "attnkit/model/model_description.h"
 #include "attnkit/selector/selector.h"
 
 namespace attnkit {
 
-struct LayerPlan {
+struct ATTNKIT_API LayerPlan {
   LayerSpec layer;
   SelectorConfig config;
   // Shared by every layer with the same configuration.
@@ -23,12 +24,12 @@ struct LayerPlan {
   KvCacheSpec kv_spec;  // spec_for_layer(config), before the planner's block size
 };
 
-struct StartupPlan {
+struct ATTNKIT_API StartupPlan {
   std::vector<LayerPlan> layers;  // attention layers only, in model order
   KvCacheConfig kv_cache;
 };
 
-struct StartupRequest {
+struct ATTNKIT_API StartupRequest {
   DType dtype = DType::kBFloat16;
   KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
   std::optional<int> block_size;  // the user's, if any
@@ -40,7 +41,7 @@ struct StartupRequest {
 // plan_kv_cache()'s (which names the layer too). A selected
 // backend that cannot run here (not built into this binary) is kept: its selection says
 // so (runnable, binary_reason) and the caller decides.
-StartupPlan plan_startup(const ModelDescription& model, const StartupRequest& request,
-                         const Platform& platform, const Selector& selector);
+ATTNKIT_API StartupPlan plan_startup(const ModelDescription& model, const StartupRequest& request,
+                                     const Platform& platform, const Selector& selector);
 
 }  // namespace attnkit

@@ -48,7 +48,7 @@ CpuFlashImpl::CpuFlashImpl(const AttentionLayerParams& layer) : layer_(layer) {
 
 void CpuFlashImpl::forward(const TensorView& query, const TensorView& key, const TensorView& value,
                            const KvCacheTensors& cache, const AttentionMetadata& metadata,
-                           const TensorView& output) {
+                           const TensorView& output, const ExecutionContext& /*ctx*/) {
   const auto* plan = dynamic_cast<const CpuFlashMetadata*>(&metadata);
   if (plan == nullptr) bad("metadata was not built by a CPU_FLASH builder");
   const ForwardArgs args{layer_, query, key, value, cache, plan->common(), output};

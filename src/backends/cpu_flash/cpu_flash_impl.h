@@ -20,7 +20,7 @@ class CpuFlashImpl final : public AttentionImpl {
   std::string_view backend_name() const override { return "CPU_FLASH"; }
   void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& output) override;
+               const TensorView& output, const ExecutionContext& ctx) override;
 
  private:
   AttentionLayerParams layer_;

@@ -23,7 +23,8 @@ bool uses_contiguous_kv(AttentionType type) {
 CpuFlashBuilder::CpuFlashBuilder(const KvCacheSpec& spec, const AttentionLayerParams& layer)
     : spec_(spec), layer_(layer) {}
 
-const AttentionMetadata& CpuFlashBuilder::build(const CommonAttentionMetadata& c) {
+const AttentionMetadata& CpuFlashBuilder::build(const CommonAttentionMetadata& c,
+                                                const ExecutionContext& /*ctx*/) {
   const int B = c.num_reqs;
   if (B < 0) bad("num_reqs " + std::to_string(B) + " is negative");
   if (c.query_start_loc.size() != static_cast<size_t>(B) + 1) {

@@ -30,7 +30,8 @@ class CpuFlashBuilder final : public MetadataBuilder {
  public:
   CpuFlashBuilder(const KvCacheSpec& spec, const AttentionLayerParams& layer);
   // Throws Error(kInvalidArgument) naming the inconsistent field of `common`.
-  const AttentionMetadata& build(const CommonAttentionMetadata& common) override;
+  const AttentionMetadata& build(const CommonAttentionMetadata& common,
+                                 const ExecutionContext& ctx) override;
 
  private:
   KvCacheSpec spec_;

@@ -24,7 +24,8 @@ constexpr ForwardCheckOptions kChecks{.backend = "CPU_MLA"};
 
 CpuMlaBuilder::CpuMlaBuilder(const AttentionLayerParams& layer) : layer_(layer) {}
 
-const AttentionMetadata& CpuMlaBuilder::build(const CommonAttentionMetadata& common) {
+const AttentionMetadata& CpuMlaBuilder::build(const CommonAttentionMetadata& common,
+                                              const ExecutionContext& /*ctx*/) {
   check_common_metadata(common, "CPU_MLA");
   for (int i = 0; i < common.num_reqs; ++i) {
     const auto s = static_cast<size_t>(i);
@@ -60,7 +61,7 @@ CpuMlaImpl::CpuMlaImpl(const AttentionLayerParams& layer) : layer_(layer) {
 
 void CpuMlaImpl::forward(const TensorView& query, const TensorView& key, const TensorView& value,
                          const KvCacheTensors& cache, const AttentionMetadata& metadata,
-                         const TensorView& output) {
+                         const TensorView& output, const ExecutionContext& /*ctx*/) {
   const auto* meta = dynamic_cast<const CpuMlaMetadata*>(&metadata);
   require(meta != nullptr, ErrorCode::kInvalidArgument,
           "metadata was not built by a CPU_MLA builder");

@@ -35,7 +35,8 @@ class CpuMlaBuilder final : public MetadataBuilder {
  public:
   explicit CpuMlaBuilder(const AttentionLayerParams& layer);
   // Throws Error(kInvalidArgument) naming the inconsistent field of `common`.
-  const AttentionMetadata& build(const CommonAttentionMetadata& common) override;
+  const AttentionMetadata& build(const CommonAttentionMetadata& common,
+                                 const ExecutionContext& ctx) override;
 
  private:
   AttentionLayerParams layer_;
@@ -49,7 +50,7 @@ class CpuMlaImpl final : public AttentionImpl {
   std::string_view backend_name() const override { return "CPU_MLA"; }
   void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& output) override;
+               const TensorView& output, const ExecutionContext& ctx) override;
 
  private:
   AttentionLayerParams layer_;

@@ -55,7 +55,7 @@ void flash_launch(const PagedAttentionParams& p, const cuda::DevicePlan& plan,
     if (cuda::can_fold_cache_update(*update, p, plan)) {
       options.fresh_kv = *update;  // the attention launch writes the cache itself
     } else {
-      cuda::launch_cache_update(*update);
+      cuda::launch_cache_update(*update, plan.stream);
     }
   }
   cuda::launch_flash_attention(p, plan, options);

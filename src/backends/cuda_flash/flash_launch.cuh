@@ -92,8 +92,8 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
   }
   const dim3 grid = C::kKvHeadInX ? dim3(p.num_kv_heads, count) : dim3(count, p.num_kv_heads);
   launch_kernel_ex(flash_attention_kernel<T, C>, grid, dim3(C::kThreads), C::kSmemBytes,
-                   /*programmatic=*/true, p, items, plan.partial_o, plan.partial_lse,
-                   plan.split_counters, fresh_kv);
+                   static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p, items,
+                   plan.partial_o, plan.partial_lse, plan.split_counters, fresh_kv);
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_attention_kernel);
 }
 

@@ -77,6 +77,7 @@ const BackendCapabilities& cuda_mla_capabilities() {
     c.sliding_window = true;
     // Split-KV partitioning depends on the whole batch: not batch invariant.
     c.batch_invariant = false;
+    c.cuda_graphs = CudaGraphSupport::kUniformBatch;  // as CUDA_FLASH: graph-shaped plans
     return c;
   }();
   return caps;

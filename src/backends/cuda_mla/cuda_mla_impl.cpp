@@ -60,7 +60,7 @@ class CudaMlaImpl final : public AttentionImpl {
 
   void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& output) override;
+               const TensorView& output, const ExecutionContext& ctx) override;
 
  private:
   AttentionLayerParams layer_;
@@ -75,7 +75,7 @@ constexpr ForwardCheckOptions kChecks{.backend = "CUDA_MLA",
 
 void CudaMlaImpl::forward(const TensorView& query, const TensorView& key, const TensorView& value,
                           const KvCacheTensors& cache, const AttentionMetadata& metadata,
-                          const TensorView& output) {
+                          const TensorView& output, const ExecutionContext& ctx) {
   const auto* meta = dynamic_cast<const CudaMlaMetadata*>(&metadata);
   require(meta != nullptr, ErrorCode::kInvalidArgument,
           "metadata was not built by a CUDA_MLA builder");
@@ -92,17 +92,20 @@ void CudaMlaImpl::forward(const TensorView& query, const TensorView& key, const 
   }
 
   // The shared mapping, with the device copies of the metadata.
+  const cuda::UploadedStep& step = meta->step;
   PagedAttentionParams p = paged_params_for(args);
-  p.query_start_loc = meta->query_start_loc;
-  p.seq_lens = meta->seq_lens;
-  p.block_table = meta->block_table;
+  p.query_start_loc = step.query_start_loc;
+  p.seq_lens = step.seq_lens;
+  p.block_table = step.block_table;
   p.causal = meta->causal;
+  cuda::DevicePlan device = step.device;
+  device.stream = ctx.stream;
   if (writes_cache(args)) {
     CacheUpdateParams u = cache_update_params_for(args);
-    u.slot_mapping = meta->slot_mapping;
-    cuda::launch_cache_update(u);
+    u.slot_mapping = step.slot_mapping;
+    cuda::launch_cache_update(u, ctx.stream);
   }
-  launch_mla_attention(p, meta->device);
+  launch_mla_attention(p, device);
   check_forward_outputs(args, kChecks);
 }
 

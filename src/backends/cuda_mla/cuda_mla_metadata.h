@@ -3,20 +3,18 @@
 // plans the work (cuda_mla_plan.h) and uploads, in ONE host->device copy, everything the
 // kernels read into a persistent grow-only device buffer:
 //
-//   metadata buffer (each section 16-byte aligned, in this order):
-//     query_start_loc int32[B+1] | seq_lens int32[B] | block_table int32[B * max_blocks]
-//     | slot_mapping int64[T] | small items | large items | combine items
-//   workspace buffer: partial_o fp32[slots, num_heads, 512] | partial_lse fp32[slots,
-//     num_heads]
+// (kernels/cuda/plan_upload.h), asynchronously on the context's stream; partial_o holds
+// fp32[slots, num_heads, 512]. After reserve(), build() allocates nothing (core/execution.h).
 //
-// forward() then only launches kernels: no allocation and no host->device copy, so a
-// step can be captured in a CUDA graph.
+// forward() then only launches kernels on the context's stream: no allocation and no
+// copy, so a step can be captured in a CUDA graph.
 
 #include <memory>
 
 #include "attnkit/backend/backend.h"
 #include "kernels/cuda/cuda_plan.h"
 #include "kernels/cuda/device_plan.h"
+#include "kernels/cuda/plan_upload.h"
 
 namespace attnkit::cuda_mla {
 
@@ -26,11 +24,7 @@ class CudaMlaMetadata final : public AttentionMetadata {
 
   const CommonAttentionMetadata* common_ = nullptr;
   cuda::CudaPlan plan;
-  cuda::DevicePlan device;  // device pointers into the builder's buffers
-  const int32_t* query_start_loc = nullptr;
-  const int32_t* seq_lens = nullptr;
-  const int32_t* block_table = nullptr;
-  const int64_t* slot_mapping = nullptr;  // nullptr when the step writes no latent row
+  cuda::UploadedStep step;  // device pointers into the builder's buffers
   bool causal = true;
 };
 

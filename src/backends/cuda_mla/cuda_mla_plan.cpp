@@ -27,7 +27,8 @@ cuda::PlanShape mla_plan_shape(const AttentionLayerParams& layer, int num_sms) {
 }
 
 cuda::CudaPlan plan_mla_step(const AttentionLayerParams& layer,
-                             const CommonAttentionMetadata& common, int num_sms) {
+                             const CommonAttentionMetadata& common, int num_sms,
+                             const MlaPlanBounds& bounds) {
   check_common_metadata(common, "CUDA_MLA");
   if (common.block_size <= 0) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -48,6 +49,11 @@ cuda::CudaPlan plan_mla_step(const AttentionLayerParams& layer,
   }
   cuda::PlanShape shape = mla_plan_shape(layer, num_sms);
   shape.causal = shape.causal && common.causal;
+  shape.max_partial_slots = bounds.max_partial_slots;
+  if (bounds.fixed_splits > 0) {
+    shape.fixed_splits = bounds.fixed_splits;
+    return cuda::plan_work(shape, common.query_start_loc, common.seq_lens);
+  }
   // The split count sets the grid size, and a grid of 1.2 waves takes as long as one of 2.
   // Plan for a few grid targets (whole numbers of waves) and keep the fullest last wave;
   // among equally full ones, the fewest CTAs (the fewest partial results to merge).

@@ -20,8 +20,15 @@ cuda::PlanShape mla_plan_shape(const AttentionLayerParams& layer, int num_sms);
 // wide enough for every sequence) and plans the step, choosing the split-KV grid with the
 // best wave_efficiency(). Throws Error(kInvalidArgument)
 // naming the bad field.
+// `bounds` carries the reserved workspace's partial slots and, for a graph-shaped plan, the
+// fixed split count (PlanShape::max_partial_slots, fixed_splits; 0 = none).
+struct MlaPlanBounds {
+  int fixed_splits = 0;
+  int max_partial_slots = 0;
+};
 cuda::CudaPlan plan_mla_step(const AttentionLayerParams& layer,
-                             const CommonAttentionMetadata& common, int num_sms);
+                             const CommonAttentionMetadata& common, int num_sms,
+                             const MlaPlanBounds& bounds = {});
 
 // The fraction of the CTA slots of the plan's waves that hold a CTA (1 = every wave full),
 // with small-row CTAs two to an SM and large-row CTAs one (their shared memory on sm_90).

@@ -21,7 +21,8 @@ void launch_mla_items(const PagedAttentionParams& p, const CudaWorkItem* items, 
   }();
   (void)configured;
   mla_attention_kernel<T, KV, C>
-      <<<count, kThreads, C::kSmemBytes>>>(p, items, plan.partial_o, plan.partial_lse);
+      <<<count, kThreads, C::kSmemBytes, static_cast<cudaStream_t>(plan.stream)>>>(
+          p, items, plan.partial_o, plan.partial_lse);
   ATTNKIT_CUDA_CHECK_LAUNCH(mla_attention_kernel);
 }
 

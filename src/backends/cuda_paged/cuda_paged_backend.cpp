@@ -36,7 +36,7 @@ cuda::PlanShape paged_plan_shape(const AttentionLayerParams& layer, int num_sms)
 #if ATTNKIT_HAS_CUDA
 void paged_launch(const PagedAttentionParams& p, const cuda::DevicePlan& plan,
                   const CacheUpdateParams* update) {
-  if (update != nullptr) cuda::launch_cache_update(*update);
+  if (update != nullptr) cuda::launch_cache_update(*update, plan.stream);
   cuda::launch_paged_attention(p, plan);
 }
 #else

@@ -285,7 +285,8 @@ void launch_items(const PagedAttentionParams& p, const CudaWorkItem* items, int 
                   const DevicePlan& plan) {
   if (count == 0) return;
   paged_attention_kernel<T, Kv>
-      <<<dim3(count, p.num_kv_heads), kWarps * 32>>>(p, items, plan.partial_o, plan.partial_lse);
+      <<<dim3(count, p.num_kv_heads), kWarps * 32, 0, static_cast<cudaStream_t>(plan.stream)>>>(
+          p, items, plan.partial_o, plan.partial_lse);
   ATTNKIT_CUDA_CHECK_LAUNCH(paged_attention_kernel);
 }
 

@@ -22,7 +22,8 @@ class ReferencePlan final : public AttentionMetadata {
 
 class ReferenceBuilder final : public MetadataBuilder {
  public:
-  const AttentionMetadata& build(const CommonAttentionMetadata& common) override {
+  const AttentionMetadata& build(const CommonAttentionMetadata& common,
+                                 const ExecutionContext& /*ctx*/) override {
     check_common_metadata(common, "REFERENCE");
     plan_.reset(common);
     return plan_;
@@ -41,7 +42,7 @@ class ReferenceImpl final : public AttentionImpl {
 
   void forward(const TensorView& query, const TensorView& key, const TensorView& value,
                const KvCacheTensors& cache, const AttentionMetadata& metadata,
-               const TensorView& output) override {
+               const TensorView& output, const ExecutionContext& /*ctx*/) override {
     const ForwardArgs args{layer_, query, key, value, cache, metadata.common(), output};
     check_forward(args, kChecks);
     if (writes_cache(args)) reference_cache_update(cache_update_params_for(args));

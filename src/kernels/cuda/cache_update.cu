@@ -181,38 +181,38 @@ bool rows_aligned(const CacheUpdateParams& p) {
 }
 
 template <typename Src, ScalarType kDst>
-bool launch_vec_kernel(const CacheUpdateParams& p) {
-  cache_update_vec_kernel<Src, kDst><<<p.num_tokens, 256>>>(p);
+bool launch_vec_kernel(const CacheUpdateParams& p, cudaStream_t stream) {
+  cache_update_vec_kernel<Src, kDst><<<p.num_tokens, 256, 0, stream>>>(p);
   return true;
 }
 
 template <typename Src>
-bool launch_vec_for_source(const CacheUpdateParams& p) {
+bool launch_vec_for_source(const CacheUpdateParams& p, cudaStream_t stream) {
   switch (p.kv_dtype) {
     case ScalarType::kFloat32:
-      return launch_vec_kernel<Src, ScalarType::kFloat32>(p);
+      return launch_vec_kernel<Src, ScalarType::kFloat32>(p, stream);
     case ScalarType::kFloat16:
-      return launch_vec_kernel<Src, ScalarType::kFloat16>(p);
+      return launch_vec_kernel<Src, ScalarType::kFloat16>(p, stream);
     case ScalarType::kBFloat16:
-      return launch_vec_kernel<Src, ScalarType::kBFloat16>(p);
+      return launch_vec_kernel<Src, ScalarType::kBFloat16>(p, stream);
     case ScalarType::kFp8E4M3:
-      return launch_vec_kernel<Src, ScalarType::kFp8E4M3>(p);
+      return launch_vec_kernel<Src, ScalarType::kFp8E4M3>(p, stream);
     case ScalarType::kFp8E5M2:
-      return launch_vec_kernel<Src, ScalarType::kFp8E5M2>(p);
+      return launch_vec_kernel<Src, ScalarType::kFp8E5M2>(p, stream);
     default:
       return false;
   }
 }
 
-bool launch_vec(const CacheUpdateParams& p) {
+bool launch_vec(const CacheUpdateParams& p, cudaStream_t stream) {
   if (!rows_aligned(p)) return false;
   switch (p.src_dtype) {
     case ScalarType::kFloat32:
-      return launch_vec_for_source<float>(p);
+      return launch_vec_for_source<float>(p, stream);
     case ScalarType::kFloat16:
-      return launch_vec_for_source<__half>(p);
+      return launch_vec_for_source<__half>(p, stream);
     case ScalarType::kBFloat16:
-      return launch_vec_for_source<__nv_bfloat16>(p);
+      return launch_vec_for_source<__nv_bfloat16>(p, stream);
     default:
       return false;
   }
@@ -220,13 +220,14 @@ bool launch_vec(const CacheUpdateParams& p) {
 
 }  // namespace
 
-void launch_cache_update(const CacheUpdateParams& params) {
+void launch_cache_update(const CacheUpdateParams& params, void* stream_ptr) {
   if (params.num_tokens <= 0) return;
-  if (launch_vec(params)) {
+  const auto stream = static_cast<cudaStream_t>(stream_ptr);
+  if (launch_vec(params, stream)) {
     ATTNKIT_CUDA_CHECK_LAUNCH(cache_update_vec_kernel);
     return;
   }
-  cache_update_kernel<<<params.num_tokens, 256>>>(params);
+  cache_update_kernel<<<params.num_tokens, 256, 0, stream>>>(params);
   ATTNKIT_CUDA_CHECK_LAUNCH(cache_update_kernel);
 }
 

@@ -102,7 +102,9 @@ CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_sta
   const int target = shape.target_ctas > 0 ? shape.target_ctas : 4 * shape.num_sms;
   const int64_t base_ctas = static_cast<int64_t>(base.size()) * shape.num_kv_heads;
   std::vector<int> splits(static_cast<size_t>(num_reqs), 1);
-  if (base_ctas > 0 && base_ctas < target) {
+  if (shape.fixed_splits > 0) {
+    splits.assign(static_cast<size_t>(num_reqs), std::min(shape.fixed_splits, shape.max_splits));
+  } else if (base_ctas > 0 && base_ctas < target) {
     const int64_t work = total_keys * shape.num_kv_heads;
     int split_len = std::max<int>(shape.min_split_len, ceil_div(work, target));
     split_len = ceil_div(split_len, shape.kv_tile) * shape.kv_tile;
@@ -111,6 +113,25 @@ CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_sta
       const int count =
           shape.round_splits ? (len + split_len / 2) / split_len : ceil_div(len, split_len);
       splits[static_cast<size_t>(i)] = std::clamp(count, 1, shape.max_splits);
+    }
+  }
+
+  // 2b. The reserved workspace bounds the partial results: halve every split count until
+  // they fit (the same halving for every request, so a graph-shaped plan stays so).
+  if (shape.max_partial_slots > 0) {
+    const auto slots_needed = [&] {
+      int64_t slots = 0;
+      for (int i = 0; i < num_reqs; ++i) {
+        const int s = splits[static_cast<size_t>(i)];
+        const int q_len =
+            query_start_loc[static_cast<size_t>(i) + 1] - query_start_loc[static_cast<size_t>(i)];
+        if (s > 1) slots += static_cast<int64_t>(q_len) * s;
+      }
+      return slots;
+    };
+    while (slots_needed() > shape.max_partial_slots) {
+      for (int& s : splits) s = s > 1 ? (s + 1) / 2 : 1;
+      if (std::all_of(splits.begin(), splits.end(), [](int s) { return s <= 1; })) break;
     }
   }
 
@@ -159,6 +180,44 @@ CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_sta
   std::stable_sort(plan.large_items.begin(), plan.large_items.end(), longer);
   std::stable_sort(plan.small_items.begin(), plan.small_items.end(), longer);
   return plan;
+}
+
+int max_split_count(const CudaPlan& plan) {
+  int count = 1;
+  for (const auto* items : {&plan.small_items, &plan.large_items}) {
+    for (const CudaWorkItem& it : *items) count = std::max(count, it.num_splits);
+  }
+  return count;
+}
+
+std::vector<int32_t> uniform_seq_lens(const std::vector<int32_t>& query_start_loc, int seq_len) {
+  return std::vector<int32_t>(query_start_loc.empty() ? 0 : query_start_loc.size() - 1, seq_len);
+}
+
+int reserved_partial_slots(const PlanShape& shape, const StepLimits& limits) {
+  const int target = shape.target_ctas > 0 ? shape.target_ctas : 4 * shape.num_sms;
+  return 2 * std::max(limits.max_num_tokens, 1) + target;
+}
+
+PlanBounds plan_bounds(const PlanShape& shape, const StepLimits& limits) {
+  const int group = shape.num_heads / std::max(shape.num_kv_heads, 1);
+  const size_t reqs = static_cast<size_t>(std::max(limits.max_num_reqs, 0));
+  const size_t tokens = static_cast<size_t>(std::max(limits.max_num_tokens, 0));
+  const size_t tile =
+      static_cast<size_t>(std::max(std::min(shape.small_rows, shape.large_rows), 1));
+  // Unsplit items: one per row tile, at most one partial tile per request.
+  const size_t base = reqs + (tokens * static_cast<size_t>(group) + tile - 1) / tile;
+  const size_t slots =
+      static_cast<size_t>(shape.max_partial_slots > 0 ? shape.max_partial_slots
+                                                      : reserved_partial_slots(shape, limits));
+  PlanBounds bounds;
+  // A split request of q_len tokens has at most q_len * group unsplit items, each cut into
+  // its s pieces, and takes q_len * s partial slots: split items <= group * slots.
+  bounds.items = base + static_cast<size_t>(group) * slots;
+  bounds.combine_items = tokens;
+  bounds.partial_slots = slots;
+  bounds.split_groups = base;
+  return bounds;
 }
 
 }  // namespace attnkit::cuda

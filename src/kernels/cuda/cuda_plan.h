@@ -13,9 +13,11 @@
 // split k of token j writes a partial result to slot partial_base + j * num_splits + k,
 // and a combine pass (one CudaCombineItem per token) merges the partials.
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "attnkit/core/execution.h"
 #include "attnkit/kernels/mask.h"
 
 namespace attnkit::cuda {
@@ -64,6 +66,13 @@ struct PlanShape {
   // of up, so that a grid a few CTAs short of the target stays unsplit (one wave) rather
   // than doubling into two waves of half-length splits plus their merge.
   bool round_splits = false;
+  // > 0: every request with rows is split into exactly this many pieces (some may be
+  // empty), whatever its length: a graph-shaped plan (ExecutionContext::graph_shape),
+  // whose item counts depend only on the batch's shape.
+  int fixed_splits = 0;
+  // > 0: the reserved workspace holds this many partial slots; split counts are halved
+  // until the step's partial results fit.
+  int max_partial_slots = 0;
 };
 
 struct CudaPlan {
@@ -83,5 +92,25 @@ KeySpan visible_key_range(const PlanShape& shape, int q_len, int kv_len, int row
 // Throws Error(kInvalidArgument) on inconsistent metadata (naming the request).
 CudaPlan plan_work(const PlanShape& shape, const std::vector<int32_t>& query_start_loc,
                    const std::vector<int32_t>& seq_lens);
+
+// The largest split count of a plan: 1 when nothing is split.
+int max_split_count(const CudaPlan& plan);
+
+// seq_lens of a batch of query_start_loc's shape whose every request attends over
+// seq_len keys (what a graph-shaped plan is sized for).
+std::vector<int32_t> uniform_seq_lens(const std::vector<int32_t>& query_start_loc, int seq_len);
+
+// Upper bounds of a step's plan within `limits` (the reserved sizes of the upload).
+struct PlanBounds {
+  size_t items = 0;  // small + large work items
+  size_t combine_items = 0;
+  size_t partial_slots = 0;
+  size_t split_groups = 0;
+};
+// Bounds for plans of `shape` whose max_partial_slots is set (see reserved_partial_slots).
+PlanBounds plan_bounds(const PlanShape& shape, const StepLimits& limits);
+// The partial slots reserved for steps within `limits`: two per query token, plus one
+// full grid of splits (decodes of few requests split into up to target_ctas pieces).
+int reserved_partial_slots(const PlanShape& shape, const StepLimits& limits);
 
 }  // namespace attnkit::cuda

@@ -6,7 +6,7 @@
 // host-side backend code includes it in every build and calls it only under ATTNKIT_HAS_CUDA.
 //
 // All pointers (params, plan arrays, workspace) are device pointers. Launches go to the
-// legacy default stream; every CUDA call is checked (an Error naming the call on failure).
+// plan's stream; every CUDA call is checked (an Error naming the call on failure).
 
 #include <cstddef>
 
@@ -36,6 +36,9 @@ struct DevicePlan {
   // (split group, KV head); the CTA that finishes a group's last split merges it and
   // resets the count (CUDA_FLASH merges this way; CUDA_PAGED launches the combine).
   unsigned* split_counters = nullptr;
+  // The cudaStream_t every launch of the step goes to (ExecutionContext::stream; nullptr =
+  // the legacy default stream).
+  void* stream = nullptr;
 };
 
 // Kernel geometry the planner must follow (PlanShape fields): each backend states its own.
@@ -48,7 +51,8 @@ struct KernelGeometry {
 };
 
 // Writes key/value rows into the cache at slot_mapping (CacheUpdateParams contract).
-void launch_cache_update(const CacheUpdateParams& params);
+// Launches on `stream` (a cudaStream_t; nullptr = the legacy default stream).
+void launch_cache_update(const CacheUpdateParams& params, void* stream);
 
 // Multiprocessors of the current device.
 int current_device_sm_count();

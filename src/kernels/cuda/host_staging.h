@@ -23,6 +23,14 @@ class HostStaging {
     return offset;
   }
 
+  // Appends `count` zero elements of T and returns the section's byte offset.
+  template <typename T>
+  size_t append_zeros(size_t count) {
+    const size_t offset = (bytes_.size() + 15) / 16 * 16;
+    bytes_.resize(offset + count * sizeof(T), 0);
+    return offset;
+  }
+
   const char* data() const { return bytes_.data(); }
   size_t size() const { return bytes_.size(); }
 

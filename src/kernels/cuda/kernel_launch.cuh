@@ -38,20 +38,20 @@ inline bool dependent_launch_enabled() {
   return enabled;
 }
 
-// Launches `kernel` on the default stream (as every launch of the CUDA backends). With
+// Launches `kernel` on `stream` (the step's, ExecutionContext::stream). With
 // `programmatic` (and dependent_launch_enabled()), as a programmatic dependent launch: its
 // CTAs may start while the previous grid in the stream still runs (once that grid's CTAs
 // have all called let_next_grid_start, or exited), so the kernel must call
 // wait_for_previous_grid before it touches anything but metadata uploaded before that grid.
 template <typename... Params, typename... Args>
 void launch_kernel_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
-                      bool programmatic, Args&&... args) {
+                      cudaStream_t stream, bool programmatic, Args&&... args) {
   programmatic = programmatic && dependent_launch_enabled();
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem_bytes;
-  config.stream = nullptr;
+  config.stream = stream;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;

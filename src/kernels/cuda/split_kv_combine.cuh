@@ -53,8 +53,9 @@ __global__ void split_kv_combine_kernel(PagedAttentionParams p, const CudaCombin
 template <typename T>
 void launch_split_kv_combine(const PagedAttentionParams& p, const DevicePlan& plan) {
   if (plan.num_combine == 0) return;
-  split_kv_combine_kernel<T><<<dim3(plan.num_combine, p.num_heads), 128>>>(
-      p, plan.combine_items, plan.partial_o, plan.partial_lse);
+  split_kv_combine_kernel<T>
+      <<<dim3(plan.num_combine, p.num_heads), 128, 0, static_cast<cudaStream_t>(plan.stream)>>>(
+          p, plan.combine_items, plan.partial_o, plan.partial_lse);
   ATTNKIT_CUDA_CHECK_LAUNCH(split_kv_combine_kernel);
 }
 

@@ -49,8 +49,8 @@ void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int 
   (void)configured;
   flash_trace_bind();  // the split merge's marks; nothing unless built with ATTNKIT_FLASH_TRACE
   launch_kernel_ex(flash_wgmma_kernel<T, C>, dim3(count, p.num_kv_heads), dim3(C::kThreads),
-                   C::kSmemBytes, /*programmatic=*/true, p, items, plan.partial_o, plan.partial_lse,
-                   plan.split_counters);
+                   C::kSmemBytes, static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p,
+                   items, plan.partial_o, plan.partial_lse, plan.split_counters);
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_wgmma_kernel);
 }
 
