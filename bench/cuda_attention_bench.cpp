@@ -129,7 +129,33 @@ struct Result {
   Shape shape;
   std::string backend;
   double ms = 0, gbs = 0, pct_copy = 0, tflops = 0;
+  double graph_ms = 0;  // the same forwards replayed from captured CUDA graphs
 };
+
+// Replays of `forward(set, ctx)` captured once per set into a CUDA graph (the execution
+// contract, core/execution.h), timed like the eager calls: the host's launch cost drops to
+// one cudaGraphLaunch per step.
+template <typename F>
+double graph_replay_ms(int sets, F&& forward) {
+  cudaStream_t stream = nullptr;
+  check(cudaStreamCreate(&stream), "stream");  // blocking: the timing events order with it
+  std::vector<cudaGraphExec_t> graphs(static_cast<size_t>(sets));
+  for (int set = 0; set < sets; ++set) {
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
+    forward(set, ExecutionContext{stream});
+    check(cudaStreamEndCapture(stream, &graph), "end capture");
+    check(cudaGraphInstantiate(&graphs[static_cast<size_t>(set)], graph, 0), "instantiate");
+    check(cudaGraphDestroy(graph), "graph");
+  }
+  const double ms = median_ms([&](int i) {
+    check(cudaGraphLaunch(graphs[static_cast<size_t>(i % sets)], stream), "replay");
+  });
+  check(cudaStreamSynchronize(stream), "replays");
+  for (cudaGraphExec_t g : graphs) check(cudaGraphExecDestroy(g), "graph exec");
+  check(cudaStreamDestroy(stream), "stream");
+  return ms;
+}
 
 Result run_shape(const std::string& backend_name, const Shape& s, double copy_gbs,
                  std::mt19937& rng, bool trace) {
@@ -234,6 +260,9 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   r.ms = median_ms(
       [&](int i) { impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(i % sets)], ov); });
   check(cudaDeviceSynchronize(), "forward");
+  r.graph_ms = graph_replay_ms(sets, [&](int set, const ExecutionContext& ctx) {
+    impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(set)], ov, ctx);
+  });
   if (trace && backend_name == "CUDA_FLASH") {
 #if defined(ATTNKIT_FLASH_TRACE)
     std::printf("%s (%s): %.4f ms per step\n", s.name().c_str(), backend_name.c_str(), r.ms);
@@ -338,11 +367,11 @@ int main(int argc, char** argv) {
     results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng, trace));
   }
 
-  std::printf("\n%-34s %-11s %10s %9s %7s %9s\n", "shape", "backend", "ms", "GB/s", "%copy",
-              "TFLOP/s");
+  std::printf("\n%-34s %-11s %10s %9s %7s %9s %10s\n", "shape", "backend", "ms", "GB/s", "%copy",
+              "TFLOP/s", "graph ms");
   for (const Result& r : results) {
-    std::printf("%-34s %-11s %10.4f %9.0f %6.1f%% %9.1f\n", r.shape.name().c_str(),
-                r.backend.c_str(), r.ms, r.gbs, r.pct_copy, r.tflops);
+    std::printf("%-34s %-11s %10.4f %9.0f %6.1f%% %9.1f %10.4f\n", r.shape.name().c_str(),
+                r.backend.c_str(), r.ms, r.gbs, r.pct_copy, r.tflops, r.graph_ms);
   }
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
@@ -358,11 +387,12 @@ int main(int argc, char** argv) {
                    "  {\"kind\": \"%s\", \"batch\": %d, \"context\": %d, \"heads\": %d, "
                    "\"kv_heads\": %d, \"head_size\": %d, \"sinks\": %s, \"kv_cache\": \"%s\", "
                    "\"backend\": \"%s\", "
-                   "\"ms\": %.5f, \"gbs\": %.1f, \"pct_copy\": %.2f, \"tflops\": %.2f}%s\n",
+                   "\"ms\": %.5f, \"graph_ms\": %.5f, \"gbs\": %.1f, \"pct_copy\": %.2f, "
+                   "\"tflops\": %.2f}%s\n",
                    r.shape.kind.c_str(), r.shape.batch, r.shape.context, r.shape.heads,
                    r.shape.kv_heads, r.shape.head_size, r.shape.sinks ? "true" : "false",
-                   r.shape.fp8 ? "fp8_e4m3" : "auto", r.backend.c_str(), r.ms, r.gbs, r.pct_copy,
-                   r.tflops, i + 1 < results.size() ? "," : "");
+                   r.shape.fp8 ? "fp8_e4m3" : "auto", r.backend.c_str(), r.ms, r.graph_ms, r.gbs,
+                   r.pct_copy, r.tflops, i + 1 < results.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

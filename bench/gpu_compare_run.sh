@@ -34,7 +34,7 @@ for t in "$stage"/bin/attnkit_backends_cuda*_tests; do
 done
 step conformance_gpu tests.log 100 "$stage/bin/attnkit_conformance_tests" --gtest_filter='*Gpu*'
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran|SKIPPED \]" "$out/tests.log" | tee -a "$summary"
-subset='*DecodeSplitKvSixteenRows*:*MixedBatch*:*Sinks*:*KvFp8E4M3*:*EncoderOnlyContiguous*:*HndLayoutBlock32*:*PrefillCausalD128Bf16*:*SoftCap*:Mla/*DecodeH16Bf16Fp8:Mla/*PrefillH128'
+subset='*DecodeSplitKvSixteenRows*:*MixedBatch*:*Sinks*:*KvFp8E4M3*:*EncoderOnlyContiguous*:*HndLayoutBlock32*:*PrefillCausalD128Bf16*:*SoftCap*:Mla/*DecodeH16Bf16Fp8:Mla/*PrefillH128:Decode/CudaGraphGpuTest.*/FlashB16Padded:Decode/CudaGraphGpuTest.*/PagedB3Q2:Decode/CudaGraphGpuTest.*/MlaB6Padded:NonDefaultStream/*:CudaLimitsGpuTest.*'
 for tool in memcheck racecheck; do
   for t in "$stage"/bin/attnkit_backends_cuda*_tests; do
     step "$tool $(basename "$t")" sanitizers.log 90 compute-sanitizer --tool "$tool" \
@@ -47,6 +47,13 @@ for m in gemma-3-1b-it gpt-oss-20b llama-3.1-8b-instruct whisper-tiny deepseek-v
     --max-layers-per-kind 4
 done
 grep -E "^== run|verif|PASS|FAIL" "$out/run.log" | tee -a "$summary"
+# attnkit bench on the GPU, and the CUDA backends' declared graph support.
+step "bench CUDA_FLASH" run.log 60 "$stage/bin/attnkit" bench --backend CUDA_FLASH --heads 32/8 \
+  --head-size 128 --batch 16 --context 4096
+step "bench CUDA_PAGED" run.log 60 "$stage/bin/attnkit" bench --backend CUDA_PAGED --heads 32/8 \
+  --head-size 128 --batch 16 --context 4096
+step "backends" run.log 30 "$stage/bin/attnkit" backends --platform cuda
+grep -E "^== bench|^time|^KV read|cuda_graphs" "$out/run.log" | tee -a "$summary"
 fi
 [ "$part" = proof ] && { cat "$summary"; exit 0; }
 for round in 1 2; do

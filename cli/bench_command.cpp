@@ -55,6 +55,45 @@ std::pair<int, int> parse_heads(const std::string& text) {
               "--heads '" + text + "' must be Q/KV with Q a positive multiple of KV (e.g. 32/8)");
 }
 
+// A CUDA backend on CUDA device 0: the time per forward (runs of forwards back to back, one
+// wait each) against the device's read bandwidth, measured in the same run by a streaming
+// read kernel (decode reads its KV cache once: that is its ceiling).
+void run_gpu_bench(const AttentionBackend& backend, const bench::BenchShape& shape,
+                   const bench::TimingOptions& options, bool json) {
+  const bench::Timing timing = bench::time_backend(backend, shape, options);
+  const double read_ceiling = bench::measure_gpu_read_bandwidth();
+  const bench::BenchWork work = bench::bench_work(shape);
+  const double seconds = timing.median_us * 1e-6;
+  const double kv_gb_per_s = work.kv_bytes / seconds / 1e9;
+  const double tflop_per_s = work.flops / seconds / 1e12;
+  if (json) {
+    nlohmann::json j;
+    j["backend"] = std::string(backend.name());
+    j["device"] = timing.device;
+    j["shape"] = shape.describe();
+    j["median_us"] = timing.median_us;
+    j["min_us"] = timing.min_us;
+    j["repeats"] = timing.repeats;
+    j["kv_bytes"] = work.kv_bytes;
+    j["flops"] = work.flops;
+    j["kv_gb_per_s"] = kv_gb_per_s;
+    j["tflop_per_s"] = tflop_per_s;
+    j["read_gb_per_s_ceiling"] = read_ceiling;
+    j["kv_read_ratio"] = kv_gb_per_s / read_ceiling;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::printf("backend      %s on %s\n", std::string(backend.name()).c_str(),
+              timing.device.c_str());
+  std::printf("shape        %s%s\n", shape.describe().c_str(),
+              shape.causal ? ", causal" : ", non-causal");
+  std::printf("time         %.1f us median per forward (min %.1f, %d repeats)\n", timing.median_us,
+              timing.min_us, timing.repeats);
+  std::printf("KV read      %.1f GB/s = %.0f%% of the measured GPU read bandwidth %.0f GB/s\n",
+              kv_gb_per_s, 100 * kv_gb_per_s / read_ceiling, read_ceiling);
+  std::printf("compute      %.2f TFLOP/s\n", tflop_per_s);
+}
+
 void run_bench(const BenchArgs& a) {
   const auto [q_heads, kv_heads] = parse_heads(a.heads);
   for (auto [name, value] : {std::pair{"--head-size", a.head_size},
@@ -88,11 +127,15 @@ void run_bench(const BenchArgs& a) {
   shape.block_size = a.block_size;
 
   const auto backend = global_registry().get(a.backend);
-  const bench::MachineCeilings ceilings =
-      bench::measure_machine_ceilings(threads, static_cast<size_t>(a.read_buffer_mb) << 20);
   bench::TimingOptions options;
   options.repeats = a.repeats;
   options.warmup = a.warmup;
+  if (backend->capabilities().platform == PlatformKind::kCuda) {
+    run_gpu_bench(*backend, shape, options, a.json);
+    return;
+  }
+  const bench::MachineCeilings ceilings =
+      bench::measure_machine_ceilings(threads, static_cast<size_t>(a.read_buffer_mb) << 20);
   const bench::Timing timing = bench::time_backend(*backend, shape, options);
   const bench::BenchReport r = bench::make_report(shape, timing, ceilings);
   const bench::BenchWork work = bench::bench_work(shape);

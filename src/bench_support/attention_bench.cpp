@@ -8,12 +8,15 @@
 #include <ctime>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include "attnkit/bench/machine_ceilings.h"
+#include "attnkit/core/device_memory.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
+#include "attnkit/core/platform.h"
 #include "attnkit/kernels/mask.h"
 
 namespace attnkit::bench {
@@ -249,8 +252,10 @@ BenchShape one_kv_head(const BenchShape& shape) {
   return s;
 }
 
-Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
-                    const TimingOptions& options) {
+namespace {
+
+// The layer's question to validate(): the shape's heads, sizes, dtypes and masks.
+SelectorConfig bench_config(const BenchShape& shape) {
   SelectorConfig config;
   config.head_size = config.head_size_v = shape.head_size;
   config.num_heads = shape.num_heads;
@@ -260,15 +265,99 @@ Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
   config.block_size = shape.block_size;
   config.has_sinks = shape.sinks;
   config.attn_type = shape.causal ? AttentionType::kDecoder : AttentionType::kEncoderDecoder;
-  const std::vector<std::string> reasons = backend.validate(config, cpu_platform());
+  return config;
+}
+
+// Where `backend` runs: this CPU, or CUDA device 0 (Error(kUnsupported) when absent).
+Platform bench_platform(const AttentionBackend& backend) {
+  if (backend.capabilities().platform != PlatformKind::kCuda) return cpu_platform();
+  const std::optional<Platform> gpu = local_cuda_platform(0);
+  if (!gpu) {
+    throw Error(ErrorCode::kUnsupported, std::string(backend.name()) +
+                                             " runs on CUDA and this machine has no usable "
+                                             "CUDA device (or this binary has no CUDA)");
+  }
+  return *gpu;
+}
+
+// The step's inputs where the backend's kernels read them: the host buffers themselves for
+// a CPU backend, device copies for a CUDA one.
+class PlacedInputs {
+ public:
+  PlacedInputs(StepInputs& in, const Platform& platform) : in_(in) {
+    if (platform.kind != PlatformKind::kCuda) return;
+    memory_ = make_cuda_memory(0);
+    device_ = Device{DeviceType::kCuda, 0};
+    auto place = [&](AlignedBytes& host) {
+      DeviceBuffer& b = buffers_.emplace_back(*memory_, host.size());
+      memory_->copy_to_device(b.data(), host.data(), host.size());
+      return b.data();
+    };
+    q_ = place(in.q);
+    out_ = place(in.out);
+    key_ = place(in.key);
+    value_ = place(in.value);
+    for (size_t l = 0; l < in.k_layers.size(); ++l) {
+      k_layers_.push_back(place(in.k_layers[l]));
+      v_layers_.push_back(place(in.v_layers[l]));
+    }
+  }
+
+  TensorView tensor(AlignedBytes& host, void* device, ScalarType t, int64_t n0, int64_t n1,
+                    int64_t n2) const {
+    return TensorView::contiguous(memory_ ? device : host.data(), t, {n0, n1, n2}, device_);
+  }
+  TensorView q(int64_t t, int64_t h, int64_t d) const { return tensor(in_.q, q_, in_.dt, t, h, d); }
+  TensorView out(int64_t t, int64_t h, int64_t d) const {
+    return tensor(in_.out, out_, in_.dt, t, h, d);
+  }
+  TensorView key(int64_t t, int64_t h, int64_t d) const {
+    return tensor(in_.key, key_, in_.dt, t, h, d);
+  }
+  TensorView value(int64_t t, int64_t h, int64_t d) const {
+    return tensor(in_.value, value_, in_.dt, t, h, d);
+  }
+  KvCacheTensors cache(size_t layer, KvLayout layout, int heads, int d) const {
+    KvCacheTensors c = in_.cache(layer, layout, heads, d);
+    if (memory_) {
+      c.key.data = k_layers_[layer];
+      c.value.data = v_layers_[layer];
+      c.key.device = c.value.device = device_;
+    }
+    return c;
+  }
+  // Waits for the device's work (nothing on the CPU, where forward() returns when done).
+  void synchronize() const {
+    if (memory_) memory_->synchronize();
+  }
+
+ private:
+  StepInputs& in_;
+  std::unique_ptr<DeviceMemory> memory_;
+  Device device_;
+  std::vector<DeviceBuffer> buffers_;
+  void *q_ = nullptr, *out_ = nullptr, *key_ = nullptr, *value_ = nullptr;
+  std::vector<void*> k_layers_, v_layers_;
+};
+
+}  // namespace
+
+Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
+                    const TimingOptions& options) {
+  const Platform platform = bench_platform(backend);
+  const std::vector<std::string> reasons = backend.validate(bench_config(shape), platform);
   if (!reasons.empty()) {
     std::string all;
     for (const std::string& r : reasons) all += (all.empty() ? "" : "; ") + r;
     throw Error(ErrorCode::kUnsupported,
                 std::string(backend.name()) + " cannot run " + shape.describe() + ": " + all);
   }
+  if (const std::optional<std::string> why = backend.binary_reason(platform)) {
+    throw Error(ErrorCode::kUnsupported, std::string(backend.name()) + ": " + *why);
+  }
   const KvLayout layout = backend.kv_layout();
   StepInputs in(shape, layout);
+  const PlacedInputs placed(in, platform);
   KvCacheSpec spec;
   spec.block_size = shape.block_size;
   spec.num_kv_heads = shape.num_kv_heads;
@@ -279,27 +368,42 @@ Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
   auto impl = backend.make_impl(in.layer);
   const int T = in.common.num_actual_tokens, H = shape.num_heads, KV = shape.num_kv_heads;
   const int d = shape.head_size;
-  const TensorView q = in.tensor(in.q, in.dt, T, H, d);
-  const TensorView out = in.tensor(in.out, in.dt, T, H, d);
+  const TensorView q = placed.q(T, H, d);
+  const TensorView out = placed.out(T, H, d);
   // Cross attention reads an already filled cache: no fresh K/V.
-  const TensorView k = shape.causal ? in.tensor(in.key, in.dt, T, KV, d) : TensorView{};
-  const TensorView v = shape.causal ? in.tensor(in.value, in.dt, T, KV, d) : TensorView{};
+  const TensorView k = shape.causal ? placed.key(T, KV, d) : TensorView{};
+  const TensorView v = shape.causal ? placed.value(T, KV, d) : TensorView{};
   const size_t layers = in.k_layers.size();
   std::vector<KvCacheTensors> caches;
-  for (size_t l = 0; l < layers; ++l) caches.push_back(in.cache(l, layout, KV, d));
+  for (size_t l = 0; l < layers; ++l) caches.push_back(placed.cache(l, layout, KV, d));
 
   size_t next = 0;
   for (int i = 0; i < options.warmup; ++i)
     impl->forward(q, k, v, caches[next++ % layers], meta, out);
+  placed.synchronize();
+  // A device backend's forward() returns before its kernels finish: each repeat times a
+  // run of forwards back to back, long enough (>= 2 ms) that the final wait is noise, and
+  // reports the time per forward.
+  int per_repeat = 1;
+  if (platform.kind == PlatformKind::kCuda) {
+    const auto t0 = Clock::now();
+    impl->forward(q, k, v, caches[next++ % layers], meta, out);
+    placed.synchronize();
+    const double once = std::chrono::duration<double>(Clock::now() - t0).count();
+    per_repeat = static_cast<int>(std::clamp(2e-3 / std::max(once, 1e-6), 1.0, 1000.0));
+  }
   std::vector<double> us, cpu_us;
   double total = 0.0;
   while (static_cast<int>(us.size()) < options.repeats || total < options.min_seconds) {
     const double c0 = process_cpu_seconds();
     const auto t0 = Clock::now();
-    impl->forward(q, k, v, caches[next++ % layers], meta, out);
+    for (int i = 0; i < per_repeat; ++i) {
+      impl->forward(q, k, v, caches[next++ % layers], meta, out);
+    }
+    placed.synchronize();
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    cpu_us.push_back((process_cpu_seconds() - c0) * 1e6);
-    us.push_back(s * 1e6);
+    cpu_us.push_back((process_cpu_seconds() - c0) * 1e6 / per_repeat);
+    us.push_back(s * 1e6 / per_repeat);
     total += s;
   }
   Timing t;
@@ -309,6 +413,7 @@ Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
   t.min_us = *std::min_element(us.begin(), us.end());
   t.repeats = static_cast<int>(us.size());
   t.layers = static_cast<int>(layers);
+  t.device = platform.kind == PlatformKind::kCuda ? platform.to_string() : "cpu";
   return t;
 }
 

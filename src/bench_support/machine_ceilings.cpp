@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "attnkit/build_config.h"
+#include "attnkit/core/error.h"
 #include "attnkit/core/platform.h"
 
 #if defined(__x86_64__)
@@ -219,5 +221,13 @@ MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes) {
 #endif
   return c;
 }
+
+#if !ATTNKIT_HAS_CUDA
+// With CUDA, gpu_read_bandwidth.cu defines it.
+double measure_gpu_read_bandwidth(size_t /*bytes*/, int /*repeats*/) {
+  throw Error(ErrorCode::kUnsupported,
+              "no GPU read bandwidth: this attnkit binary was built without CUDA");
+}
+#endif
 
 }  // namespace attnkit::bench
