@@ -1,5 +1,6 @@
 # Entry points (see README.md). Every target installs missing Debian packages first.
-#   make demo          configure (default preset), build, run the demo
+#   make demo          configure (demo preset: build-demo/, the CLI only, CPU kernels), build,
+#                      run the demo
 #   make test          configure, build, run every test (ctest --output-on-failure)
 #   make format-check  clang-format --dry-run --Werror on every C++ source
 #   make format        clang-format -i on every C++ source
@@ -9,6 +10,8 @@
 #                      CPU kernels, the KV cache (block pool) and the reliability tests
 #   make fuzz          every libFuzzer target for FUZZ_SECONDS seconds each (default 60)
 #   make check-layers  fail on an #include against the layers (scripts/check_layers.py)
+#   make check-install install build/ into a temporary prefix, build and run examples/embed
+#                      against it with find_package and with pkg-config
 #   make tidy          clang-tidy over src/ and cli/ (.clang-tidy, scripts/clang_tidy.sh)
 # PRESET=debug, PRESET=asan or PRESET=tsan selects another CMake preset (CMakePresets.json).
 
@@ -25,7 +28,7 @@ CXX_SOURCES = $(shell find $(SOURCE_DIRS) -type f \( -name '*.cpp' -o -name '*.h
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps configure build test demo format format-check check-layers tidy clean sanitize \
+.PHONY: all deps configure build test demo format format-check check-layers check-install tidy clean sanitize \
 	asan tsan fuzz
 
 all: build
@@ -42,8 +45,11 @@ build: configure
 test: build
 	ctest --preset $(PRESET) --output-on-failure
 
-demo: build
-	$(ATTNKIT) run --verify
+# The demo builds only what it runs: the CLI and the library's CPU kernels (build-demo/).
+demo: deps
+	cmake --preset demo
+	cmake --build --preset demo
+	build-demo/cli/attnkit run --verify
 
 # Each sanitizer build has its own directory and preset; the preset lists what it builds
 # and runs (tsan: only the suites with threads or the block pool, see CMakePresets.json).
@@ -62,6 +68,9 @@ format-check: deps
 
 check-layers:
 	python3 scripts/check_layers.py
+
+check-install: build
+	scripts/check_install.sh $(BUILD_DIR)
 
 format: deps
 	clang-format -i $(CXX_SOURCES)
