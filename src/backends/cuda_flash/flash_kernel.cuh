@@ -369,16 +369,6 @@ __device__ __forceinline__ void apply_soft_cap(float (&s)[C::WM][C::kWarpKeys / 
       for (int e = 0; e < 4; ++e) s[mi][j][e] = cap_out * fast_tanh(s[mi][j][e] * cap_in);
 }
 
-// Whether the key tile starting at kb straddles a boundary (kv_end, the causal diagonal, a
-// window edge or a chunk) for the CTA's rows at positions [pos_min, pos_max]: only such
-// tiles are masked.
-__device__ __forceinline__ bool tile_needs_mask(const PagedAttentionParams& p, int kb, int bn,
-                                                int kv_end, int pos_min, int pos_max) {
-  return kb + bn > kv_end ||
-         (p.causal && (kb + bn - 1 > pos_min || p.chunk_size > 0 ||
-                       (p.sliding_window > 0 && kb <= pos_max - p.sliding_window)));
-}
-
 // Sets the scores of the keys a row does not see (mask.h's rule) to -inf.
 template <typename C>
 __device__ __forceinline__ void mask_scores(float (&s)[C::WM][C::kWarpKeys / 8][4],
@@ -493,17 +483,17 @@ __device__ __forceinline__ void accumulate_pv(float (&o)[C::WM][C::D / 8][4],
   }
 }
 
-// Epilogue, first half: every warp parks its (m, l, O) in shared memory (fp32
-// [WARPS_N][kRows][kOStride] O, then m and l [WARPS_N][kRows]), l summed over the row's
-// four lanes.
+// Epilogue, first half: every warp parks its (m, l, O) in shared memory (s_o: fp32
+// [WARPS_N][kRows][kOStride], s_m and s_l: [WARPS_N][kRows]), l summed over the row's four
+// lanes.
 template <typename C>
-__device__ __forceinline__ void store_warp_state(
-    unsigned char* smem, const float (&o)[C::WM][C::D / 8][4], const float (&m)[C::WM][2],
-    const float (&l)[C::WM][2], const CudaWorkItem& item, int lane, int wm, int wn) {
+__device__ __forceinline__ void store_warp_state(float* s_o, float* s_m, float* s_l,
+                                                 const float (&o)[C::WM][C::D / 8][4],
+                                                 const float (&m)[C::WM][2],
+                                                 const float (&l)[C::WM][2],
+                                                 const CudaWorkItem& item, int lane, int wm,
+                                                 int wn) {
   constexpr int kRows = C::kRows;
-  float* s_o = reinterpret_cast<float*>(smem);
-  float* s_m = s_o + C::WARPS_N * kRows * C::kOStride;
-  float* s_l = s_m + C::WARPS_N * kRows;
 #pragma unroll
   for (int mi = 0; mi < C::WM; ++mi) {
 #pragma unroll
@@ -534,12 +524,10 @@ __device__ __forceinline__ void store_warp_state(
 template <typename T, typename C>
 __device__ __forceinline__ void write_output(const PagedAttentionParams& p,
                                              const CudaWorkItem& item, int kv_head, int group,
-                                             int tid, unsigned char* smem, float* partial_o,
+                                             int tid, const float* s_o, const float* s_m,
+                                             const float* s_l, float* partial_o,
                                              float* partial_lse) {
   constexpr int kRows = C::kRows, kChunks = C::kChunks;
-  const float* s_o = reinterpret_cast<const float*>(smem);
-  const float* s_m = s_o + C::WARPS_N * kRows * C::kOStride;
-  const float* s_l = s_m + C::WARPS_N * kRows;
   for (int i = tid; i < kRows * kChunks; i += C::kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const int row = item.row_begin + r;
@@ -691,7 +679,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     float s[WM][kNT][4];
     compute_qk<T, C>(s, q_frag, addr.q, addr.k, stage_off);
     if (soft_cap) apply_soft_cap<C>(s, cap_in, cap_out);
-    if (tile_needs_mask(p, kb, BN, kv_end, pos_min, pos_max)) {
+    // Mask only tiles that straddle a boundary (kv_end, the causal diagonal, a window edge
+    // or a chunk).
+    const bool need_mask =
+        kb + BN > kv_end ||
+        (p.causal && (kb + BN - 1 > pos_min || p.chunk_size > 0 ||
+                      (p.sliding_window > 0 && kb <= pos_max - p.sliding_window)));
+    if (need_mask) {
       mask_scores<C>(s, p, item.row_begin, group, pos_base, kv_end, kb, lane, wm, wn);
     }
     float alpha[WM][2];
@@ -705,9 +699,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   cp_async_wait<0>();
   __syncthreads();
   flash_trace(kTraceLoopDone, tid == 0);
-  store_warp_state<C>(smem, o, m, l, item, lane, wm, wn);
+  float* s_o = reinterpret_cast<float*>(smem);
+  float* s_m = s_o + C::WARPS_N * kRows * C::kOStride;
+  float* s_l = s_m + C::WARPS_N * kRows;
+  store_warp_state<C>(s_o, s_m, s_l, o, m, l, item, lane, wm, wn);
   __syncthreads();
-  write_output<T, C>(p, item, kv_head, group, tid, smem, partial_o, partial_lse);
+  write_output<T, C>(p, item, kv_head, group, tid, s_o, s_m, s_l, partial_o, partial_lse);
   flash_trace(kTraceResultWritten, tid == 0);
   if (item.num_splits <= 1) return;
   const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
