@@ -103,78 +103,77 @@ struct LaneTileAddress {
   }
 };
 
+// The steps of flash_attention_kernel, in the order it runs them. Each is inlined into the
+// kernel: the register fragments are passed by reference to arrays, every size is a
+// compile-time constant of C.
+
+namespace flash_steps {
+
+// K/V tile loads: the 16-byte chunks of one key go to kThreadsPerKey consecutive
+// threads, so one block-table lookup per pass serves every chunk of the key that the
+// thread copies, and each cp.async instruction of a warp reads whole sectors (whole
+// 128-byte lines with 8 threads per key). Thread `sub` of a key copies chunks
+// sub + j * kThreadsPerKey; with kThreadsPerKey a power of two that is (j * kThreadsPerKey)
+// ^ sub, so the swizzled destination is row + ((16 j kThreadsPerKey) ^ dst_xor) and the
+// source is one pointer plus immediates.
 template <typename T, typename C>
-__global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
-    flash_attention_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
-                           float* partial_lse, unsigned* split_counters, CacheUpdateParams fresh) {
-  constexpr int D = C::D, BN = C::BN, WM = C::WM, kRows = C::kRows, kChunks = C::kChunks;
-  constexpr int kThreads = C::kThreads, kWarpKeys = C::kWarpKeys, STAGES = C::STAGES;
-  constexpr int kNT = kWarpKeys / 8;  // n8 tiles of S per warp
-  constexpr int kDT = D / 8;          // n8 tiles of O per warp
-  constexpr uint32_t kRowBytes = 2u * D;
-  constexpr uint32_t kTileBytes = BN * kRowBytes;  // one of sK, sV
-  constexpr uint32_t kStageBytes = 2u * kTileBytes;
-
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* s_q = reinterpret_cast<T*>(smem);
-  T* s_kv = s_q + kRows * D;
-
-  // Launched programmatically (sm_90, kernel_launch.cuh): this grid may start while the
-  // previous one in the stream still runs. Until wait_for_previous_grid below it reads only
-  // the step's metadata (work items, block table), which was uploaded before that grid
-  // began; the next grid may start as soon as all CTAs of this one are running.
-  let_next_grid_start();
-  flash_trace(kTraceStart, threadIdx.x == 0);
-  const int item_index = C::kKvHeadInX ? blockIdx.y : blockIdx.x;
-  const CudaWorkItem item = items[item_index];
-  const int kv_head = C::kKvHeadInX ? blockIdx.x : blockIdx.y;
-  const int group = p.num_heads / p.num_kv_heads;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wm = warp % C::WARPS_M, wn = warp / C::WARPS_M;
-  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
-  const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
-  const int pos_base = item.kv_len - item.q_len;  // position of token 0
-
-  // K/V tile loads: the 16-byte chunks of one key go to kThreadsPerKey consecutive
-  // threads, so one block-table lookup per pass serves every chunk of the key that the
-  // thread copies, and each cp.async instruction of a warp reads whole sectors (whole
-  // 128-byte lines with 8 threads per key). Thread `sub` of a key copies chunks
-  // sub + j * kThreadsPerKey; with kThreadsPerKey a power of two that is (j * kThreadsPerKey)
-  // ^ sub, so the swizzled destination is row + ((16 j kThreadsPerKey) ^ dst_xor) and the
-  // source is one pointer plus immediates.
-  constexpr int kThreadsPerKey = C::kThreadsPerKey;
-  constexpr int kKeysPerPass = kThreads / kThreadsPerKey;
-  constexpr int kChunksPerThread = kChunks / kThreadsPerKey;
+struct FlashKvTileLoader {
+  static constexpr int kThreadsPerKey = C::kThreadsPerKey;
+  static constexpr int kKeysPerPass = C::kThreads / kThreadsPerKey;
+  static constexpr int kChunksPerThread = C::kChunks / kThreadsPerKey;
+  static constexpr int kPasses = C::BN / kKeysPerPass;
+  static constexpr uint32_t kRowBytes = 2u * C::D;
+  static constexpr uint32_t kTileBytes = C::BN * kRowBytes;  // one of sK, sV
+  static constexpr uint32_t kStageBytes = 2u * kTileBytes;
   static_assert((kThreadsPerKey & (kThreadsPerKey - 1)) == 0, "threads per key: power of two");
-  static_assert(BN % kKeysPerPass == 0 && kKeysPerPass % 8 == 0 && kChunks % kThreadsPerKey == 0,
+  static_assert(C::BN % kKeysPerPass == 0 && kKeysPerPass % 8 == 0 &&
+                    C::kChunks % kThreadsPerKey == 0,
                 "tile load mapping");
-  const int sub = tid % kThreadsPerKey;
-  const int key_in_pass = tid / kThreadsPerKey;
-  const uint32_t dst_row = smem_address(s_kv) + static_cast<uint32_t>(key_in_pass) * kRowBytes;
-  const uint32_t dst_xor = static_cast<uint32_t>((sub ^ (key_in_pass & 7)) << 4);
-  const T* k_base =
-      static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.k_head_stride + sub * 8;
-  const T* v_base =
-      static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.v_head_stride + sub * 8;
-  const int32_t* block_row =
-      p.block_table != nullptr
-          ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
-          : nullptr;
-  const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
+
+  const PagedAttentionParams& p;
+  int kv_begin, kv_end;
+  int key_in_pass;
+  uint32_t dst_row, dst_xor;
+  const T* k_base;
+  const T* v_base;
+  const int32_t* block_row;
+  int64_t contiguous_row;
+  uint64_t stream_policy;
+
+  __device__ __forceinline__ FlashKvTileLoader(const PagedAttentionParams& params,
+                                               const CudaWorkItem& item, int kv_head, int tid,
+                                               uint32_t s_kv)
+      : p(params), kv_begin(item.kv_begin), kv_end(item.kv_end) {
+    const int sub = tid % kThreadsPerKey;
+    key_in_pass = tid / kThreadsPerKey;
+    dst_row = s_kv + static_cast<uint32_t>(key_in_pass) * kRowBytes;
+    dst_xor = static_cast<uint32_t>((sub ^ (key_in_pass & 7)) << 4);
+    k_base = static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.k_head_stride +
+             sub * 8;
+    v_base = static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.v_head_stride +
+             sub * 8;
+    block_row = p.block_table != nullptr
+                    ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
+                    : nullptr;
+    contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
+    stream_policy = C::kStreamKv ? l2_evict_first_policy() : 0;
+  }
+
   // The physical block of this thread's key in each pass of a tile, looked up one tile
   // before its copies are issued: the block-table load is then off the path between a
   // tile's arrival and the next tile's cp.async (a dependent L2 round trip per tile).
-  constexpr int kPasses = BN / kKeysPerPass;
-  auto lookup_blocks = [&](int tile, int(&blocks)[kPasses]) {
+  __device__ __forceinline__ void lookup_blocks(int tile, int (&blocks)[kPasses]) const {
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
-      const int kpos = kv_begin + tile * BN + pass * kKeysPerPass + key_in_pass;
+      const int kpos = kv_begin + tile * C::BN + pass * kKeysPerPass + key_in_pass;
       blocks[pass] = block_row != nullptr && kpos < kv_end ? block_row[kpos / p.block_size] : 0;
     }
-  };
-  const uint64_t stream_policy = C::kStreamKv ? l2_evict_first_policy() : 0;
-  auto load_tile = [&](int tile, int stage, const int(&blocks)[kPasses]) {
-    const int kb = kv_begin + tile * BN;
+  }
+
+  // Issues the cp.async copies of key tile `tile` into stage `stage` (not committed).
+  __device__ __forceinline__ void load_tile(int tile, int stage,
+                                            const int (&blocks)[kPasses]) const {
+    const int kb = kv_begin + tile * C::BN;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int kpos = kb + pass * kKeysPerPass + key_in_pass;
@@ -210,21 +209,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
         }
       }
     }
-  };
+  }
+};
 
-  // The first tiles' block ids (metadata: complete before the previous grid began).
-  int first_blocks[STAGES - 1][kPasses];
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) lookup_blocks(s, first_blocks[s]);
-  // Q, the new keys/values, the cache, the partials, the split counters and the output may
-  // belong to the previous grid (the step's cache update, the previous step's attention,
-  // the kernel that computed Q): wait for it to finish and flush. A no-op when the launch
-  // was not programmatic.
-  wait_for_previous_grid();
-  flash_trace(kTraceWaited, tid == 0);
-
-  // Q tile (rows past row_end are zero-filled), its own cp.async group.
-  for (int i = tid; i < kRows * kChunks; i += kThreads) {
+// Q tile (rows past row_end are zero-filled) into sQ, its own cp.async group.
+template <typename T, typename C>
+__device__ __forceinline__ void load_q_tile(const PagedAttentionParams& p, const CudaWorkItem& item,
+                                            int kv_head, int group, int tid, T* s_q) {
+  constexpr int kChunks = C::kChunks;
+  for (int i = tid; i < C::kRows * kChunks; i += C::kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const int row = item.row_begin + r;
     const T* src = static_cast<const T*>(p.q);
@@ -235,269 +228,285 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
       src += token * p.q_token_stride + head * p.q_head_stride + c * 8;
       bytes = 16;
     }
-    cp_async_16(s_q + swizzle<D>(r, c), src, bytes);
+    cp_async_16(s_q + swizzle<C::D>(r, c), src, bytes);
   }
   cp_async_commit();
+}
 
-  // Decode steps fold the cache update into this launch (fresh.key set, see
-  // launch_flash_attention): every CTA whose key range holds some of this step's new
-  // positions first copies those keys/values of its KV head from the inputs into their
-  // cache slots, then reads them back like any other key (its own writes, ordered by the
-  // barrier). No other CTA of the launch reads those bytes without writing them first; CTAs
-  // of other row tiles of the same request write the same values.
-  if (fresh.key != nullptr) {
-    const int new_begin = kv_begin > pos_base ? kv_begin : pos_base;
-    const int new_count = kv_end - new_begin;
-    for (int i = tid; i < new_count * kChunks; i += kThreads) {
-      const int kpos = new_begin + i / kChunks, c = i % kChunks;
-      const int token = item.q_start + (kpos - pos_base);
-      const int64_t slot = fresh.slot_mapping[token];
-      if (slot < 0) continue;  // padding token
-      const int64_t block = slot / fresh.block_size, offset = slot % fresh.block_size;
-      const uint4 k = *reinterpret_cast<const uint4*>(static_cast<const T*>(fresh.key) +
-                                                      token * fresh.key_token_stride +
-                                                      kv_head * fresh.key_head_stride + c * 8);
-      const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const T*>(fresh.value) +
-                                                      token * fresh.value_token_stride +
-                                                      kv_head * fresh.value_head_stride + c * 8);
-      *reinterpret_cast<uint4*>(static_cast<T*>(fresh.k_cache) + block * fresh.k_block_stride +
-                                offset * fresh.k_token_stride + kv_head * fresh.k_head_stride +
-                                c * 8) = k;
-      *reinterpret_cast<uint4*>(static_cast<T*>(fresh.v_cache) + block * fresh.v_block_stride +
-                                offset * fresh.v_token_stride + kv_head * fresh.v_head_stride +
-                                c * 8) = v;
-    }
-    __syncthreads();
+// Decode steps fold the cache update into this launch (fresh.key set, see
+// launch_flash_attention): every CTA whose key range holds some of this step's new
+// positions first copies those keys/values of its KV head from the inputs into their
+// cache slots, then reads them back like any other key (its own writes, ordered by the
+// barrier). No other CTA of the launch reads those bytes without writing them first; CTAs
+// of other row tiles of the same request write the same values.
+template <typename T, typename C>
+__device__ __forceinline__ void write_fresh_kv(const CacheUpdateParams& fresh,
+                                               const CudaWorkItem& item, int kv_head, int pos_base,
+                                               int tid) {
+  constexpr int kChunks = C::kChunks;
+  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
+  const int new_begin = kv_begin > pos_base ? kv_begin : pos_base;
+  const int new_count = kv_end - new_begin;
+  for (int i = tid; i < new_count * kChunks; i += C::kThreads) {
+    const int kpos = new_begin + i / kChunks, c = i % kChunks;
+    const int token = item.q_start + (kpos - pos_base);
+    const int64_t slot = fresh.slot_mapping[token];
+    if (slot < 0) continue;  // padding token
+    const int64_t block = slot / fresh.block_size, offset = slot % fresh.block_size;
+    const uint4 k = *reinterpret_cast<const uint4*>(static_cast<const T*>(fresh.key) +
+                                                    token * fresh.key_token_stride +
+                                                    kv_head * fresh.key_head_stride + c * 8);
+    const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const T*>(fresh.value) +
+                                                    token * fresh.value_token_stride +
+                                                    kv_head * fresh.value_head_stride + c * 8);
+    *reinterpret_cast<uint4*>(static_cast<T*>(fresh.k_cache) + block * fresh.k_block_stride +
+                              offset * fresh.k_token_stride + kv_head * fresh.k_head_stride +
+                              c * 8) = k;
+    *reinterpret_cast<uint4*>(static_cast<T*>(fresh.v_cache) + block * fresh.v_block_stride +
+                              offset * fresh.v_token_stride + kv_head * fresh.v_head_stride +
+                              c * 8) = v;
   }
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < num_tiles) load_tile(s, s, first_blocks[s]);
-    cp_async_commit();
-  }
-  int next_blocks[kPasses];
-  lookup_blocks(STAGES - 1, next_blocks);
+  __syncthreads();
+}
 
-  // Per-lane ldmatrix addresses (see LaneTileAddress).
-  const uint32_t q_base = smem_address(s_q);
-  const uint32_t kv_base = smem_address(s_kv);
+// Per-lane ldmatrix addresses of a warp's Q rows, its K keys (B of S = Q K^T) and its V
+// keys (B of O += P V, transposed), see LaneTileAddress.
+struct FlashLaneAddresses {
+  LaneTileAddress q, k, v;
+};
+template <typename C>
+__device__ __forceinline__ FlashLaneAddresses lane_tile_addresses(uint32_t q_base, uint32_t kv_base,
+                                                                  int lane, int wm, int wn) {
+  constexpr uint32_t kRowBytes = 2u * C::D;
+  constexpr uint32_t kTileBytes = C::BN * kRowBytes;
   const int l7 = lane & 7;
   const LaneTileAddress q_addr{
-      q_base + static_cast<uint32_t>(wm * 16 * WM + (lane & 15)) * kRowBytes,
+      q_base + static_cast<uint32_t>(wm * 16 * C::WM + (lane & 15)) * kRowBytes,
       static_cast<uint32_t>(((lane >> 4) ^ l7) << 4)};
   const LaneTileAddress k_addr{
-      kv_base + static_cast<uint32_t>(wn * kWarpKeys + ((lane >> 4) << 3) + l7) * kRowBytes,
+      kv_base + static_cast<uint32_t>(wn * C::kWarpKeys + ((lane >> 4) << 3) + l7) * kRowBytes,
       static_cast<uint32_t>((((lane >> 3) & 1) ^ l7) << 4)};
   const LaneTileAddress v_addr{
       kv_base + kTileBytes +
-          static_cast<uint32_t>(wn * kWarpKeys + l7 + (((lane >> 3) & 1) << 3)) * kRowBytes,
+          static_cast<uint32_t>(wn * C::kWarpKeys + l7 + (((lane >> 3) & 1) << 3)) * kRowBytes,
       static_cast<uint32_t>(((lane >> 4) ^ l7) << 4)};
+  return {q_addr, k_addr, v_addr};
+}
 
-  // Q fragments: A operand of S = Q K^T, [mi][k16 step][4].
-  constexpr int kQFrag = C::kQInRegs ? D / 16 : 1;
-  uint32_t q_frag[WM][kQFrag][4];
-  if constexpr (C::kQInRegs) {
-    cp_async_wait<STAGES - 1>();  // the Q group (the STAGES - 1 tile groups may still fly)
-    __syncthreads();
+// Q fragments (A operand of S = Q K^T, [mi][k16 step][4]) read once from sQ, when they stay
+// in registers for the whole key loop (C::kQInRegs).
+template <typename C>
+__device__ __forceinline__ void load_q_fragments(uint32_t (&q_frag)[C::WM][C::D / 16][4],
+                                                 const LaneTileAddress& q_addr) {
+  constexpr uint32_t kRowBytes = 2u * C::D;
 #pragma unroll
-    for (int mi = 0; mi < WM; ++mi)
+  for (int mi = 0; mi < C::WM; ++mi)
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-        ldmatrix_x4(q_frag[mi][ks], q_addr.at(ks, mi * 16 * kRowBytes));
-  }
+    for (int ks = 0; ks < C::D / 16; ++ks)
+      ldmatrix_x4(q_frag[mi][ks], q_addr.at(ks, mi * 16 * kRowBytes));
+}
 
-  const int last_row = min(item.row_end, item.row_begin + kRows) - 1;
-  const int pos_min = pos_base + item.row_begin / group;
-  const int pos_max = pos_base + last_row / group;
-  // Scores stay raw dot products until the exponent: exp2(s * scale_log2 - m), one FFMA.
-  // Soft-cap maps s to cap/scale * tanh(s * scale / cap) first (same units).
-  const float scale_log2 = p.scale * kLog2e;
-  const bool soft_cap = p.soft_cap > 0.0f;
-  const float cap_in = soft_cap ? p.scale / p.soft_cap : 0.0f;
-  const float cap_out = soft_cap ? p.soft_cap / p.scale : 0.0f;
-
-  float o[WM][kDT][4];
-  float m[WM][2], l[WM][2];  // m in log2 units (s * scale_log2), -inf before any key
+// Running online-softmax state of a warp's rows: O = 0, m = -inf, l = 0.
+template <typename C>
+__device__ __forceinline__ void init_softmax_state(float (&o)[C::WM][C::D / 8][4],
+                                                   float (&m)[C::WM][2], float (&l)[C::WM][2]) {
 #pragma unroll
-  for (int mi = 0; mi < WM; ++mi) {
+  for (int mi = 0; mi < C::WM; ++mi) {
 #pragma unroll
-    for (int j = 0; j < kDT; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.0f;
+    for (int j = 0; j < C::D / 8; ++j) o[mi][j][0] = o[mi][j][1] = o[mi][j][2] = o[mi][j][3] = 0.0f;
     m[mi][0] = m[mi][1] = -INFINITY;
     l[mi][0] = l[mi][1] = 0.0f;
   }
+}
 
-  int stage = 0, load_stage = STAGES - 1;
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    if (tile == 0) flash_trace(kTraceFirstTile, tid == 0);
-    if (tile + STAGES - 1 < num_tiles) {
-      load_tile(tile + STAGES - 1, load_stage, next_blocks);
-      lookup_blocks(tile + STAGES, next_blocks);
+// S = Q K^T for this warp's rows and keys of the tile in the stage at stage_off (raw dot
+// products). Q comes from q_frag (C::kQInRegs) or from sQ at every k16 step.
+template <typename T, typename C, int kQFrag>
+__device__ __forceinline__ void compute_qk(float (&s)[C::WM][C::kWarpKeys / 8][4],
+                                           const uint32_t (&q_frag)[C::WM][kQFrag][4],
+                                           const LaneTileAddress& q_addr,
+                                           const LaneTileAddress& k_addr, uint32_t stage_off) {
+  constexpr int WM = C::WM, kNT = C::kWarpKeys / 8;
+  constexpr uint32_t kRowBytes = 2u * C::D;
+#pragma unroll
+  for (int mi = 0; mi < WM; ++mi)
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) s[mi][j][0] = s[mi][j][1] = s[mi][j][2] = s[mi][j][3] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < C::D / 16; ++ks) {
+    uint32_t a_smem[C::kQInRegs ? 1 : WM][4];
+    if constexpr (!C::kQInRegs) {
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) ldmatrix_x4(a_smem[mi], q_addr.at(ks, mi * 16 * kRowBytes));
     }
-    cp_async_commit();
-    load_stage = load_stage + 1 == STAGES ? 0 : load_stage + 1;
-
-    const uint32_t stage_off = static_cast<uint32_t>(stage) * kStageBytes;
-    stage = stage + 1 == STAGES ? 0 : stage + 1;
-    const int kb = kv_begin + tile * BN;
-
-    // S = Q K^T for this warp's rows and keys.
-    float s[WM][kNT][4];
 #pragma unroll
-    for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-      for (int j = 0; j < kNT; ++j) s[mi][j][0] = s[mi][j][1] = s[mi][j][2] = s[mi][j][3] = 0.0f;
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t a_smem[C::kQInRegs ? 1 : WM][4];
-      if constexpr (!C::kQInRegs) {
-#pragma unroll
-        for (int mi = 0; mi < WM; ++mi) ldmatrix_x4(a_smem[mi], q_addr.at(ks, mi * 16 * kRowBytes));
-      }
-#pragma unroll
-      for (int nj = 0; nj < kNT / 2; ++nj) {
-        uint32_t b[4];
-        ldmatrix_x4(b, k_addr.at(ks, stage_off + nj * 16 * kRowBytes));
-#pragma unroll
-        for (int mi = 0; mi < WM; ++mi) {
-          if constexpr (C::kQInRegs) {
-            mma_16816<T>(s[mi][2 * nj], q_frag[mi][ks], b[0], b[1]);
-            mma_16816<T>(s[mi][2 * nj + 1], q_frag[mi][ks], b[2], b[3]);
-          } else {
-            mma_16816<T>(s[mi][2 * nj], a_smem[mi], b[0], b[1]);
-            mma_16816<T>(s[mi][2 * nj + 1], a_smem[mi], b[2], b[3]);
-          }
-        }
-      }
-    }
-
-    if (soft_cap) {
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi)
-#pragma unroll
-        for (int j = 0; j < kNT; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[mi][j][e] = cap_out * fast_tanh(s[mi][j][e] * cap_in);
-    }
-
-    // Mask only tiles that straddle a boundary.
-    const bool need_mask =
-        kb + BN > kv_end ||
-        (p.causal && (kb + BN - 1 > pos_min || p.chunk_size > 0 ||
-                      (p.sliding_window > 0 && kb <= pos_max - p.sliding_window)));
-    if (need_mask) {
+    for (int nj = 0; nj < kNT / 2; ++nj) {
+      uint32_t b[4];
+      ldmatrix_x4(b, k_addr.at(ks, stage_off + nj * 16 * kRowBytes));
 #pragma unroll
       for (int mi = 0; mi < WM; ++mi) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = wm * 16 * WM + mi * 16 + (lane >> 2) + 8 * h;
-          const KeyWindow w = visible_keys(p, pos_base + (item.row_begin + r) / group, kv_end);
-#pragma unroll
-          for (int j = 0; j < kNT; ++j) {
-#pragma unroll
-            for (int e = 2 * h; e < 2 * h + 2; ++e) {
-              const int key = kb + wn * kWarpKeys + j * 8 + 2 * (lane & 3) + (e & 1);
-              if (key < w.lo || key > w.hi) s[mi][j][e] = -INFINITY;
-            }
-          }
-        }
-      }
-    }
-
-    // Online softmax: rescale the running state to the new row maxima.
-    float alpha[WM][2];
-#pragma unroll
-    for (int mi = 0; mi < WM; ++mi) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < kNT; ++j) mx = fmaxf(mx, fmaxf(s[mi][j][2 * h], s[mi][j][2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[mi][h], mx * scale_log2);
-        // A row with no visible key yet keeps m = -inf; subtracting 0 then gives
-        // exp2(-inf) = 0 for every weight instead of NaN.
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[mi][h] = fast_exp2(m[mi][h] - m_use);
-        m[mi][h] = m_new;
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < kNT; ++j) {
-#pragma unroll
-          for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            const float pv = fast_exp2(fmaf(s[mi][j][e], scale_log2, -m_use));
-            s[mi][j][e] = pv;
-            sum += pv;
-          }
-        }
-        l[mi][h] = l[mi][h] * alpha[mi][h] + sum;
-      }
-    }
-    // O's rescale only when some row maximum of the warp moved: alpha is exactly 1
-    // otherwise (ex2(0)), which leaves O unchanged. Once the maxima settle, most tiles skip
-    // the WM * D / 2 multiplies per thread; the test is warp-uniform.
-    bool moved = false;
-#pragma unroll
-    for (int mi = 0; mi < WM; ++mi) moved |= alpha[mi][0] != 1.0f || alpha[mi][1] != 1.0f;
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi) {
-#pragma unroll
-        for (int j = 0; j < kDT; ++j) {
-          o[mi][j][0] *= alpha[mi][0];
-          o[mi][j][1] *= alpha[mi][0];
-          o[mi][j][2] *= alpha[mi][1];
-          o[mi][j][3] *= alpha[mi][1];
-        }
-      }
-    }
-
-    // O += P V: the S accumulators of two adjacent n8 tiles are exactly one A fragment.
-#pragma unroll
-    for (int kk = 0; kk < kWarpKeys / 16; ++kk) {
-      uint32_t a[WM][4];
-#pragma unroll
-      for (int mi = 0; mi < WM; ++mi) {
-        a[mi][0] = pack2<T>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
-        a[mi][1] = pack2<T>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
-        a[mi][2] = pack2<T>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-        a[mi][3] = pack2<T>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
-      }
-#pragma unroll
-      for (int dn = 0; dn < D / 16; ++dn) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, v_addr.at(dn, stage_off + kk * 16 * kRowBytes));
-#pragma unroll
-        for (int mi = 0; mi < WM; ++mi) {
-          mma_16816<T>(o[mi][2 * dn], a[mi], b[0], b[1]);
-          mma_16816<T>(o[mi][2 * dn + 1], a[mi], b[2], b[3]);
+        if constexpr (C::kQInRegs) {
+          mma_16816<T>(s[mi][2 * nj], q_frag[mi][ks], b[0], b[1]);
+          mma_16816<T>(s[mi][2 * nj + 1], q_frag[mi][ks], b[2], b[3]);
+        } else {
+          mma_16816<T>(s[mi][2 * nj], a_smem[mi], b[0], b[1]);
+          mma_16816<T>(s[mi][2 * nj + 1], a_smem[mi], b[2], b[3]);
         }
       }
     }
   }
+}
 
-  // Epilogue: every warp parks (m, l, O) in shared memory, then all threads merge the
-  // WARPS_N states of each row and write 8 output elements at a time.
-  cp_async_wait<0>();
-  __syncthreads();
-  flash_trace(kTraceLoopDone, tid == 0);
-  float* s_o = reinterpret_cast<float*>(smem);
-  float* s_m = s_o + C::WARPS_N * kRows * C::kOStride;
-  float* s_l = s_m + C::WARPS_N * kRows;
+// Soft-cap maps s to cap/scale * tanh(s * scale / cap) (same units as the raw scores).
+template <typename C>
+__device__ __forceinline__ void apply_soft_cap(float (&s)[C::WM][C::kWarpKeys / 8][4], float cap_in,
+                                               float cap_out) {
 #pragma unroll
-  for (int mi = 0; mi < WM; ++mi) {
+  for (int mi = 0; mi < C::WM; ++mi)
+#pragma unroll
+    for (int j = 0; j < C::kWarpKeys / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[mi][j][e] = cap_out * fast_tanh(s[mi][j][e] * cap_in);
+}
+
+// Sets the scores of the keys a row does not see (mask.h's rule) to -inf.
+template <typename C>
+__device__ __forceinline__ void mask_scores(float (&s)[C::WM][C::kWarpKeys / 8][4],
+                                            const PagedAttentionParams& p, int row_begin, int group,
+                                            int pos_base, int kv_end, int kb, int lane, int wm,
+                                            int wn) {
+#pragma unroll
+  for (int mi = 0; mi < C::WM; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = wm * 16 * C::WM + mi * 16 + (lane >> 2) + 8 * h;
+      const KeyWindow w = visible_keys(p, pos_base + (row_begin + r) / group, kv_end);
+#pragma unroll
+      for (int j = 0; j < C::kWarpKeys / 8; ++j) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const int key = kb + wn * C::kWarpKeys + j * 8 + 2 * (lane & 3) + (e & 1);
+          if (key < w.lo || key > w.hi) s[mi][j][e] = -INFINITY;
+        }
+      }
+    }
+  }
+}
+
+// Online softmax: the new row maxima m, the factors alpha that rescale the running state to
+// them, the probabilities (in place in s) and the running sums l.
+template <typename C>
+__device__ __forceinline__ void online_softmax_update(float (&s)[C::WM][C::kWarpKeys / 8][4],
+                                                      float (&m)[C::WM][2], float (&l)[C::WM][2],
+                                                      float (&alpha)[C::WM][2], float scale_log2) {
+  constexpr int kNT = C::kWarpKeys / 8;
+#pragma unroll
+  for (int mi = 0; mi < C::WM; ++mi) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) mx = fmaxf(mx, fmaxf(s[mi][j][2 * h], s[mi][j][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[mi][h], mx * scale_log2);
+      // A row with no visible key yet keeps m = -inf; subtracting 0 then gives
+      // exp2(-inf) = 0 for every weight instead of NaN.
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[mi][h] = fast_exp2(m[mi][h] - m_use);
+      m[mi][h] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const float pv = fast_exp2(fmaf(s[mi][j][e], scale_log2, -m_use));
+          s[mi][j][e] = pv;
+          sum += pv;
+        }
+      }
+      l[mi][h] = l[mi][h] * alpha[mi][h] + sum;
+    }
+  }
+}
+
+// O's rescale only when some row maximum of the warp moved: alpha is exactly 1
+// otherwise (ex2(0)), which leaves O unchanged. Once the maxima settle, most tiles skip
+// the WM * D / 2 multiplies per thread; the test is warp-uniform.
+template <typename C>
+__device__ __forceinline__ void rescale_o(float (&o)[C::WM][C::D / 8][4],
+                                          const float (&alpha)[C::WM][2]) {
+  bool moved = false;
+#pragma unroll
+  for (int mi = 0; mi < C::WM; ++mi) moved |= alpha[mi][0] != 1.0f || alpha[mi][1] != 1.0f;
+  if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+    for (int mi = 0; mi < C::WM; ++mi) {
+#pragma unroll
+      for (int j = 0; j < C::D / 8; ++j) {
+        o[mi][j][0] *= alpha[mi][0];
+        o[mi][j][1] *= alpha[mi][0];
+        o[mi][j][2] *= alpha[mi][1];
+        o[mi][j][3] *= alpha[mi][1];
+      }
+    }
+  }
+}
+
+// O += P V: the S accumulators of two adjacent n8 tiles are exactly one A fragment.
+template <typename T, typename C>
+__device__ __forceinline__ void accumulate_pv(float (&o)[C::WM][C::D / 8][4],
+                                              const float (&s)[C::WM][C::kWarpKeys / 8][4],
+                                              const LaneTileAddress& v_addr, uint32_t stage_off) {
+  constexpr int WM = C::WM;
+  constexpr uint32_t kRowBytes = 2u * C::D;
+#pragma unroll
+  for (int kk = 0; kk < C::kWarpKeys / 16; ++kk) {
+    uint32_t a[WM][4];
+#pragma unroll
+    for (int mi = 0; mi < WM; ++mi) {
+      a[mi][0] = pack2<T>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+      a[mi][1] = pack2<T>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+      a[mi][2] = pack2<T>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+      a[mi][3] = pack2<T>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+    }
+#pragma unroll
+    for (int dn = 0; dn < C::D / 16; ++dn) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, v_addr.at(dn, stage_off + kk * 16 * kRowBytes));
+#pragma unroll
+      for (int mi = 0; mi < WM; ++mi) {
+        mma_16816<T>(o[mi][2 * dn], a[mi], b[0], b[1]);
+        mma_16816<T>(o[mi][2 * dn + 1], a[mi], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// Epilogue, first half: every warp parks its (m, l, O) in shared memory (s_o: fp32
+// [WARPS_N][kRows][kOStride], s_m and s_l: [WARPS_N][kRows]), l summed over the row's four
+// lanes.
+template <typename C>
+__device__ __forceinline__ void store_warp_state(float* s_o, float* s_m, float* s_l,
+                                                 const float (&o)[C::WM][C::D / 8][4],
+                                                 const float (&m)[C::WM][2],
+                                                 const float (&l)[C::WM][2],
+                                                 const CudaWorkItem& item, int lane, int wm,
+                                                 int wn) {
+  constexpr int kRows = C::kRows;
+#pragma unroll
+  for (int mi = 0; mi < C::WM; ++mi) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float sum = l[mi][h];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int r = wm * 16 * WM + mi * 16 + (lane >> 2) + 8 * h;
+      const int r = wm * 16 * C::WM + mi * 16 + (lane >> 2) + 8 * h;
       // Padding rows (past row_end: most of a decode tile's 16 rows) are never read.
       if (item.row_begin + r >= item.row_end) continue;
       float* row_o = s_o + (wn * kRows + r) * C::kOStride;
 #pragma unroll
-      for (int j = 0; j < kDT; ++j) {
+      for (int j = 0; j < C::D / 8; ++j) {
         *reinterpret_cast<float2*>(row_o + j * 8 + 2 * (lane & 3)) =
             make_float2(o[mi][j][2 * h], o[mi][j][2 * h + 1]);
       }
@@ -507,9 +516,19 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
       }
     }
   }
-  __syncthreads();
+}
 
-  for (int i = tid; i < kRows * kChunks; i += kThreads) {
+// Epilogue, second half: all threads merge the WARPS_N states of each row and write 8
+// output elements at a time, or (split-KV) the normalised partial row and its
+// log2-sum-exp.
+template <typename T, typename C>
+__device__ __forceinline__ void write_output(const PagedAttentionParams& p,
+                                             const CudaWorkItem& item, int kv_head, int group,
+                                             int tid, const float* s_o, const float* s_m,
+                                             const float* s_l, float* partial_o,
+                                             float* partial_lse) {
+  constexpr int kRows = C::kRows, kChunks = C::kChunks;
+  for (int i = tid; i < kRows * kChunks; i += C::kThreads) {
     const int r = i / kChunks, c = i % kChunks;
     const int row = item.row_begin + r;
     if (row >= item.row_end) continue;
@@ -538,7 +557,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
       packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
       packed.z = pack2<T>(acc[4] * inv, acc[5] * inv);
       packed.w = pack2<T>(acc[6] * inv, acc[7] * inv);
-      *reinterpret_cast<uint4*>(reinterpret_cast<T*>(partial_o) + slot_row * D + c * 8) = packed;
+      *reinterpret_cast<uint4*>(reinterpret_cast<T*>(partial_o) + slot_row * C::D + c * 8) = packed;
       if (c == 0) partial_lse[slot_row] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
       continue;
     }
@@ -559,6 +578,133 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
              head * p.o_head_stride + c * 8;
     *reinterpret_cast<uint4*>(out) = packed;
   }
+}
+
+}  // namespace flash_steps
+
+template <typename T, typename C>
+__global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
+    flash_attention_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
+                           float* partial_lse, unsigned* split_counters, CacheUpdateParams fresh) {
+  constexpr int D = C::D, BN = C::BN, WM = C::WM, kRows = C::kRows, STAGES = C::STAGES;
+  constexpr int kNT = C::kWarpKeys / 8;  // n8 tiles of S per warp
+  constexpr int kDT = D / 8;             // n8 tiles of O per warp
+  using namespace flash_steps;
+  using KvLoader = FlashKvTileLoader<T, C>;
+  constexpr int kPasses = KvLoader::kPasses;
+
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_q = reinterpret_cast<T*>(smem);
+  T* s_kv = s_q + kRows * D;
+
+  // Launched programmatically (sm_90, kernel_launch.cuh): this grid may start while the
+  // previous one in the stream still runs. Until wait_for_previous_grid below it reads only
+  // the step's metadata (work items, block table), which was uploaded before that grid
+  // began; the next grid may start as soon as all CTAs of this one are running.
+  let_next_grid_start();
+  flash_trace(kTraceStart, threadIdx.x == 0);
+  const int item_index = C::kKvHeadInX ? blockIdx.y : blockIdx.x;
+  const CudaWorkItem item = items[item_index];
+  const int kv_head = C::kKvHeadInX ? blockIdx.x : blockIdx.y;
+  const int group = p.num_heads / p.num_kv_heads;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp % C::WARPS_M, wn = warp / C::WARPS_M;
+  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
+  const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
+  const int pos_base = item.kv_len - item.q_len;  // position of token 0
+
+  const KvLoader kv_loader(p, item, kv_head, tid, smem_address(s_kv));
+  // The first tiles' block ids (metadata: complete before the previous grid began).
+  int first_blocks[STAGES - 1][kPasses];
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) kv_loader.lookup_blocks(s, first_blocks[s]);
+  // Q, the new keys/values, the cache, the partials, the split counters and the output may
+  // belong to the previous grid (the step's cache update, the previous step's attention,
+  // the kernel that computed Q): wait for it to finish and flush. A no-op when the launch
+  // was not programmatic.
+  wait_for_previous_grid();
+  flash_trace(kTraceWaited, tid == 0);
+
+  load_q_tile<T, C>(p, item, kv_head, group, tid, s_q);
+  if (fresh.key != nullptr) write_fresh_kv<T, C>(fresh, item, kv_head, pos_base, tid);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < num_tiles) kv_loader.load_tile(s, s, first_blocks[s]);
+    cp_async_commit();
+  }
+  int next_blocks[kPasses];
+  kv_loader.lookup_blocks(STAGES - 1, next_blocks);
+
+  const FlashLaneAddresses addr =
+      lane_tile_addresses<C>(smem_address(s_q), smem_address(s_kv), lane, wm, wn);
+  constexpr int kQFrag = C::kQInRegs ? D / 16 : 1;
+  uint32_t q_frag[WM][kQFrag][4];
+  if constexpr (C::kQInRegs) {
+    cp_async_wait<STAGES - 1>();  // the Q group (the STAGES - 1 tile groups may still fly)
+    __syncthreads();
+    load_q_fragments<C>(q_frag, addr.q);
+  }
+
+  const int last_row = min(item.row_end, item.row_begin + kRows) - 1;
+  const int pos_min = pos_base + item.row_begin / group;
+  const int pos_max = pos_base + last_row / group;
+  // Scores stay raw dot products until the exponent: exp2(s * scale_log2 - m), one FFMA.
+  // Soft-cap maps s to cap/scale * tanh(s * scale / cap) first (same units).
+  const float scale_log2 = p.scale * kLog2e;
+  const bool soft_cap = p.soft_cap > 0.0f;
+  const float cap_in = soft_cap ? p.scale / p.soft_cap : 0.0f;
+  const float cap_out = soft_cap ? p.soft_cap / p.scale : 0.0f;
+
+  float o[WM][kDT][4];
+  float m[WM][2], l[WM][2];  // m in log2 units (s * scale_log2), -inf before any key
+  init_softmax_state<C>(o, m, l);
+
+  int stage = 0, load_stage = STAGES - 1;
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    // The tile's K/V have landed; the next tile's copies go out.
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if (tile == 0) flash_trace(kTraceFirstTile, tid == 0);
+    if (tile + STAGES - 1 < num_tiles) {
+      kv_loader.load_tile(tile + STAGES - 1, load_stage, next_blocks);
+      kv_loader.lookup_blocks(tile + STAGES, next_blocks);
+    }
+    cp_async_commit();
+    load_stage = load_stage + 1 == STAGES ? 0 : load_stage + 1;
+
+    const uint32_t stage_off = static_cast<uint32_t>(stage) * KvLoader::kStageBytes;
+    stage = stage + 1 == STAGES ? 0 : stage + 1;
+    const int kb = kv_begin + tile * BN;
+
+    float s[WM][kNT][4];
+    compute_qk<T, C>(s, q_frag, addr.q, addr.k, stage_off);
+    if (soft_cap) apply_soft_cap<C>(s, cap_in, cap_out);
+    // Mask only tiles that straddle a boundary (kv_end, the causal diagonal, a window edge
+    // or a chunk).
+    const bool need_mask =
+        kb + BN > kv_end ||
+        (p.causal && (kb + BN - 1 > pos_min || p.chunk_size > 0 ||
+                      (p.sliding_window > 0 && kb <= pos_max - p.sliding_window)));
+    if (need_mask) {
+      mask_scores<C>(s, p, item.row_begin, group, pos_base, kv_end, kb, lane, wm, wn);
+    }
+    float alpha[WM][2];
+    online_softmax_update<C>(s, m, l, alpha, scale_log2);
+    rescale_o<C>(o, alpha);
+    accumulate_pv<T, C>(o, s, addr.v, stage_off);
+  }
+
+  // Epilogue: every warp parks (m, l, O) in shared memory, then all threads merge the
+  // WARPS_N states of each row and write the output (or the split-KV partial).
+  cp_async_wait<0>();
+  __syncthreads();
+  flash_trace(kTraceLoopDone, tid == 0);
+  float* s_o = reinterpret_cast<float*>(smem);
+  float* s_m = s_o + C::WARPS_N * kRows * C::kOStride;
+  float* s_l = s_m + C::WARPS_N * kRows;
+  store_warp_state<C>(s_o, s_m, s_l, o, m, l, item, lane, wm, wn);
+  __syncthreads();
+  write_output<T, C>(p, item, kv_head, group, tid, s_o, s_m, s_l, partial_o, partial_lse);
   flash_trace(kTraceResultWritten, tid == 0);
   if (item.num_splits <= 1) return;
   const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
