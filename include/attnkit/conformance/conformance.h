@@ -106,6 +106,7 @@ ConformanceReport run_conformance(const AttentionBackend& backend,
 
 // A fixed-width pass/fail table with a summary line.
 std::string format_table(const ConformanceReport& report);
+// For programs: docs/schemas/conformance.schema.json (errors are null when not measured).
 nlohmann::json to_json(const ConformanceReport& report);
 
 }  // namespace attnkit::conformance
