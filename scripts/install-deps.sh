@@ -20,6 +20,8 @@ packages=(
   clang-tidy  # make tidy (clang-tidy-14, run-clang-tidy-14)
   # scripts/check_layers.py (make check-layers)
   python3
+  # tests/json/json_schema_test.py: every --json output against docs/schemas/
+  python3-jsonschema
   # Sanitizers and fuzzing (make sanitize, make fuzz): clang-14 with its runtimes
   # (ASan/UBSan/TSan/libFuzzer) and LLVM's OpenMP runtime, whose Archer tool
   # (libarcher.so) makes OpenMP's synchronisation visible to ThreadSanitizer.
