@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "attnkit/core/json_schema.h"
 #include "attnkit/registry/registry.h"
 #include "attnkit/selector/priority.h"
 #include "commands.h"
@@ -54,20 +55,24 @@ void print_text(const Platform& platform, const std::vector<BackendRow>& rows,
 void print_json(const Platform& platform, const std::vector<BackendRow>& rows,
                 bool custom_registered) {
   nlohmann::json out;
+  out["schema_version"] = kJsonSchemaVersion;
   out["platform"] = platform.to_string();
   out["platform_is_local"] = platform.is_local;
   nlohmann::json backends = nlohmann::json::array();
   for (const BackendRow& row : rows) {
-    nlohmann::json capabilities = nlohmann::json::object();
+    // "capabilities" holds typed values for programs, "capabilities_text" the sentences the
+    // text output prints, field by field.
+    nlohmann::json capabilities_text = nlohmann::json::object();
     for (const auto& [field, value] : row.backend->capabilities().describe()) {
-      capabilities[field] = value;
+      capabilities_text[field] = value;
     }
     backends.push_back({{"name", row.name},
                         {"origin", to_string(row.origin)},
                         {"description", row.backend->description()},
                         {"runnable", row.reasons.empty()},
                         {"reasons", row.reasons},
-                        {"capabilities", capabilities}});
+                        {"capabilities", to_json(row.backend->capabilities())},
+                        {"capabilities_text", capabilities_text}});
   }
   out["backends"] = backends;
   out["reserved"] = nlohmann::json::array();

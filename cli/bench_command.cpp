@@ -14,6 +14,7 @@
 #include "attnkit/bench/attention_bench.h"
 #include "attnkit/bench/machine_ceilings.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/json_schema.h"
 #include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/registry/registry.h"
 #include "commands.h"
@@ -143,7 +144,20 @@ void run_bench(const BenchArgs& a) {
   if (a.json) {
     nlohmann::json j;
     j["backend"] = std::string(backend->name());
+    j["schema_version"] = kJsonSchemaVersion;
     j["shape"] = shape.describe();
+    // The shape as data ("shape" is the same as a label).
+    j["config"] = {{"num_heads", shape.num_heads},
+                   {"num_kv_heads", shape.num_kv_heads},
+                   {"head_size", shape.head_size},
+                   {"batch", a.batch},
+                   {"context", a.context},
+                   {"query_len", a.query_len},
+                   {"causal", shape.causal},
+                   {"sinks", shape.sinks},
+                   {"dtype", std::string(to_string(shape.dtype))},
+                   {"kv_cache_dtype", std::string(to_string(shape.kv_cache_dtype))},
+                   {"block_size", shape.block_size}};
     j["threads"] = threads;
     j["cpu_isa"] = std::string(cpu::to_string(cpu::active_cpu_isa()));
     j["median_us"] = r.median_us;

@@ -22,6 +22,8 @@ packages=(
   python3
   # scripts/check_install.sh (make check-install): builds examples/embed with pkg-config
   pkgconf
+  # tests/json/json_schema_test.py: every --json output against docs/schemas/
+  python3-jsonschema
   # Sanitizers and fuzzing (make sanitize, make fuzz): clang-14 with its runtimes
   # (ASan/UBSan/TSan/libFuzzer) and LLVM's OpenMP runtime, whose Archer tool
   # (libarcher.so) makes OpenMP's synchronisation visible to ThreadSanitizer.

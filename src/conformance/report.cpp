@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "attnkit/conformance/conformance.h"
+#include "attnkit/core/json_schema.h"
 
 namespace attnkit::conformance {
 namespace {
@@ -50,7 +51,8 @@ nlohmann::json to_json(const ConformanceReport& report) {
                      {"message", r.message},
                      {"seconds", r.seconds}});
   }
-  return {{"backend", report.backend},
+  return {{"schema_version", kJsonSchemaVersion},
+          {"backend", report.backend},
           {"platform", report.platform},
           {"budget", report.budget == Budget::kFull ? "full" : "quick"},
           {"passed", report.count(CaseStatus::kPassed)},

@@ -1,8 +1,9 @@
-// The JSON form of an Explanation. The schema is documented in attnkit/explain/explain.h;
-// scripts depend on it, so keys are only ever added, never renamed or removed.
+// The JSON form of an Explanation: docs/schemas/explain.schema.json. Programs depend on it:
+// a field removed, renamed or changing type bumps kJsonSchemaVersion (docs/json.md).
 
 #include <nlohmann/json.hpp>
 
+#include "attnkit/core/json_schema.h"
 #include "attnkit/explain/explain.h"
 #include "attnkit/selector/selection_report.h"
 
@@ -68,6 +69,25 @@ nlohmann::json layer_json(const LayerOutcome& o) {
   return j;
 }
 
+// The group's KV-cache spec as data ("spec" holds the same as a sentence); sizes that do not
+// apply to the kind are null. bytes_per_token is one layer's (the group's is per layer times
+// its layers).
+nlohmann::json spec_json(const KvCacheSpec& s) {
+  auto positive_or_null = [](int v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {
+      {"kind", std::string(to_string(s.kind))},
+      {"block_size", s.has_cache() ? nlohmann::json(s.block_size) : nullptr},
+      {"num_kv_heads", s.num_kv_heads},
+      {"head_size", s.head_size},
+      {"head_size_v", positive_or_null(s.head_size_v)},
+      {"dtype", std::string(to_string(s.dtype))},
+      {"sliding_window", positive_or_null(s.sliding_window)},
+      {"chunk_size", positive_or_null(s.chunk_size)},
+      {"max_encoder_len", positive_or_null(s.max_encoder_len)},
+      {"bytes_per_token", s.bytes_per_token()},
+  };
+}
+
 nlohmann::json group_json(const KvCacheGroup& g) {
   const std::vector<std::string> backends = g.backend_names();
   nlohmann::json layouts = nlohmann::json::array();
@@ -81,6 +101,7 @@ nlohmann::json group_json(const KvCacheGroup& g) {
       {"id", g.group_id},
       {"kind", to_string(g.spec.kind)},
       {"spec", g.spec.describe()},
+      {"cache_spec", spec_json(g.spec)},
       {"layers", g.layer_indices},
       {"backend", backends.size() == 1 ? nlohmann::json(backends[0]) : nullptr},
       {"backends", backends},
@@ -105,6 +126,7 @@ nlohmann::json to_json(const Explanation& e) {
     per_token += g.bytes_per_token();
   }
   return {
+      {"schema_version", kJsonSchemaVersion},
       {"model", e.model.name},
       {"model_type", e.model.model_type},
       {"architecture", e.model.architecture},

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attnkit/core/json_schema.h"
+
 namespace attnkit {
 namespace {
 
@@ -51,9 +53,11 @@ nlohmann::json to_json(const RunReport& r) {
         {"spec", g.spec},
         {"layers", g.layers},
         {"backend_planned", names_or_dash(g.backends_planned)},
+        {"backends_planned", g.backends_planned},
         {"backend_executed", g.backends_executed.empty()
                                  ? nlohmann::json(nullptr)
                                  : nlohmann::json(names_or_dash(g.backends_executed))},
+        {"backends_executed", g.backends_executed},
         {"chosen_by", g.chosen_by},
         {"block_size", g.block_size},
         {"kernel_block_size", g.kernel_block_size},
@@ -80,6 +84,7 @@ nlohmann::json to_json(const RunReport& r) {
               {"by_kind", kinds}};
   }
   return {
+      {"schema_version", kJsonSchemaVersion},
       {"model", r.model},
       {"platform", r.platform},
       {"dtype", r.dtype},

@@ -64,6 +64,8 @@ TEST(CliBackends, JsonHasEveryBuiltinWithCapabilitiesAndRunnability) {
   const auto r = run_cli("backends --platform cpu --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json json = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(json["schema_version"].is_number_integer());
+  EXPECT_EQ(json["schema_version"], 1);
   EXPECT_EQ(json["platform"], "cpu");
   EXPECT_EQ(json["platform_is_local"], true);
   EXPECT_EQ(json["reserved"], nlohmann::json::array({"CUSTOM"}));
@@ -71,8 +73,15 @@ TEST(CliBackends, JsonHasEveryBuiltinWithCapabilitiesAndRunnability) {
   for (const auto& backend : json["backends"]) {
     names.push_back(backend["name"]);
     EXPECT_EQ(backend["origin"], "built-in");
-    EXPECT_TRUE(backend["capabilities"].contains("platform"));
-    EXPECT_TRUE(backend["capabilities"].contains("head_sizes"));
+    // Capabilities are data; the sentences of the text output are capabilities_text.
+    const nlohmann::json& caps = backend["capabilities"];
+    EXPECT_TRUE(caps["head_sizes"].is_object()) << caps.dump();
+    EXPECT_TRUE(caps["kernel_block_sizes"].is_object()) << caps.dump();
+    EXPECT_TRUE(caps["dtypes"].is_array()) << caps.dump();
+    EXPECT_TRUE(caps["preferred_block_size"].is_number_integer()) << caps.dump();
+    EXPECT_TRUE(caps["sinks"].is_boolean()) << caps.dump();
+    EXPECT_EQ(caps["compute_capability"].is_null(), caps["platform"] == "cpu") << caps.dump();
+    EXPECT_TRUE(backend["capabilities_text"]["head_sizes"].is_string());
     // On the local CPU, exactly the CPU backends are runnable.
     const bool is_cpu_backend = backend["capabilities"]["platform"] == "cpu";
     EXPECT_EQ(backend["runnable"], is_cpu_backend) << backend.dump();
@@ -87,7 +96,13 @@ TEST(CliBackends, DescribedGpuPlatformSaysWhyCpuBackendsCannotRunThere) {
   const nlohmann::json json = nlohmann::json::parse(r.out);
   EXPECT_EQ(json["platform"], "cuda:9.0");
   for (const auto& backend : json["backends"]) {
-    if (backend["capabilities"]["platform"] != "cpu") continue;
+    if (backend["capabilities"]["platform"] != "cpu") {
+      // Every CUDA backend runs from sm_80 on.
+      EXPECT_EQ(backend["capabilities"]["compute_capability"]["min"],
+                nlohmann::json({{"major", 8}, {"minor", 0}}))
+          << backend.dump();
+      continue;
+    }
     EXPECT_EQ(backend["runnable"], false);
     EXPECT_EQ(backend["reasons"], nlohmann::json::array({"runs on cpu, not on cuda:9.0"}));
   }

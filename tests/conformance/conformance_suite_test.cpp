@@ -11,6 +11,7 @@
 #include <string>
 
 #include "attnkit/conformance/conformance.h"
+#include "attnkit/core/json_schema.h"
 #include "attnkit/registry/registry.h"
 #include "mutant_backends.h"
 
@@ -314,6 +315,7 @@ TEST(ConformanceSuite, ReportsAsTableAndJson) {
   EXPECT_NE(table.find("MUTANT: 0 passed, 1 failed, 0 skipped of 1 cases"), std::string::npos)
       << table;
   const nlohmann::json j = to_json(report);
+  EXPECT_EQ(j["schema_version"], kJsonSchemaVersion);
   EXPECT_EQ(j["backend"], "MUTANT");
   EXPECT_EQ(j["failed"], 1);
   EXPECT_EQ(j["ok"], false);

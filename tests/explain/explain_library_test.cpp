@@ -8,6 +8,7 @@
 #include <set>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/json_schema.h"
 #include "attnkit/explain/explain.h"
 #include "explain_test_util.h"
 
@@ -274,10 +275,13 @@ TEST_F(Explain, JsonHasTheStableSchema) {
         "platform",        "platform_is_local", "runnable",     "notes",
         "dtype",           "kv_cache_dtype",    "block_size",   "attention_config",
         "warnings",        "kernel_variants",   "options",      "layers",
-        "kv_cache_groups", "page_size_bytes",   "num_buffers",  "kv_bytes_per_token"}) {
+        "kv_cache_groups", "page_size_bytes",   "num_buffers",  "kv_bytes_per_token",
+        "cuda_graphs"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
-  EXPECT_EQ(j.size(), 20u);
+  EXPECT_EQ(j.value("schema_version", -1), kJsonSchemaVersion);
+  EXPECT_EQ(j.size(), 22u);  // the 21 above and schema_version
+  EXPECT_EQ(j["cuda_graphs"]["CPU_FLASH"], "never");
   EXPECT_EQ(j["model"], "gemma-3-1b-it");
   EXPECT_EQ(j["platform"], "cpu");
   EXPECT_TRUE(j["block_size"].is_null());
@@ -314,8 +318,8 @@ TEST_F(Explain, JsonHasTheStableSchema) {
   ASSERT_EQ(j["kv_cache_groups"].size(), 7u);
   for (const auto& g : j["kv_cache_groups"]) {
     for (const char* key :
-         {"id", "kind", "spec", "layers", "backend", "backends", "block_size", "kernel_block_size",
-          "layout", "page_size_bytes", "kv_bytes_per_token", "has_cache"}) {
+         {"id", "kind", "spec", "cache_spec", "layers", "backend", "backends", "block_size",
+          "kernel_block_size", "layout", "page_size_bytes", "kv_bytes_per_token", "has_cache"}) {
       EXPECT_TRUE(g.contains(key)) << key;
     }
     EXPECT_EQ(g["page_size_bytes"], 16384);
@@ -323,6 +327,22 @@ TEST_F(Explain, JsonHasTheStableSchema) {
     EXPECT_EQ(g["layout"], "NHD");
     EXPECT_EQ(g["backend"], g["kind"] == "sliding_window" ? "REFERENCE" : "CPU_FLASH");
     EXPECT_EQ(g["kv_bytes_per_token"], 1024 * g["layers"].size());
+    // The spec as data: one KV head of 256, K and V, bf16, per layer.
+    const auto& spec = g["cache_spec"];
+    EXPECT_EQ(spec["kind"], g["kind"]);
+    EXPECT_EQ(spec["block_size"], 16);
+    EXPECT_EQ(spec["num_kv_heads"], 1);
+    EXPECT_EQ(spec["head_size"], 256);
+    EXPECT_EQ(spec["head_size_v"], 256);
+    EXPECT_EQ(spec["dtype"], "bfloat16");
+    EXPECT_EQ(spec["bytes_per_token"], 1024);
+    EXPECT_TRUE(spec["chunk_size"].is_null());
+    EXPECT_TRUE(spec["max_encoder_len"].is_null());
+    if (g["kind"] == "sliding_window") {
+      EXPECT_EQ(spec["sliding_window"], 512);
+    } else {
+      EXPECT_TRUE(spec["sliding_window"].is_null());
+    }
   }
 }
 

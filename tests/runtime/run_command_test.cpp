@@ -46,6 +46,7 @@ TEST(RunCommand, JsonHasTheFieldsOfIssue7) {
   const CliResult r = run_cli(kSmall + "--verify --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema_version"], 1);
   EXPECT_EQ(j["model"], "gemma-3-1b-it");
   EXPECT_EQ(j["platform"], "cpu");
   EXPECT_EQ(j["requests"], 3);
@@ -60,6 +61,8 @@ TEST(RunCommand, JsonHasTheFieldsOfIssue7) {
       EXPECT_TRUE(g.contains(key)) << key;
     }
     EXPECT_EQ(g["backend_executed"], g["backend_planned"]);
+    EXPECT_EQ(g["backends_executed"], g["backends_planned"]);
+    EXPECT_TRUE(g["backends_planned"].is_array());
     EXPECT_GT(g["blocks_peak"].get<int>(), 0);
     EXPECT_LE(g["blocks_peak"].get<int>(), g["blocks_total"].get<int>());
   }

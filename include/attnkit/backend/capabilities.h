@@ -3,6 +3,7 @@
 // them one reason per unmet requirement; the same record drives kernel choice, so a
 // backend never claims what its kernels cannot run.
 
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,16 @@ struct ATTNKIT_API BackendCapabilities {
   // One line per field, for `attnkit backends`.
   std::vector<std::pair<std::string, std::string>> describe() const;
 };
+
+// The typed JSON of a rule: {"values": [64, 128]} for a list, else
+// {"multiple_of": N, "min": M, "max": X or null when unbounded} ("any" is multiple_of 1).
+ATTNKIT_API nlohmann::json to_json(const SizeRule& rule);
+
+// The typed JSON of the capabilities (docs/schemas/backends.schema.json, "capabilities"):
+// enums as their names, lists as arrays, rules as to_json(SizeRule), flags as booleans,
+// the compute-capability range as {"min": {"major", "minor"} or null, "max": ...} (null off
+// CUDA). describe() gives the same fields as sentences.
+ATTNKIT_API nlohmann::json to_json(const BackendCapabilities& caps);
 
 // True when a cache block of `block_size` tokens can be served by kernels of these block
 // sizes: directly, or viewed as several kernel blocks of a size that divides it.

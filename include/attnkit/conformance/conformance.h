@@ -107,6 +107,7 @@ ATTNKIT_API ConformanceReport run_conformance(const AttentionBackend& backend,
 
 // A fixed-width pass/fail table with a summary line.
 ATTNKIT_API std::string format_table(const ConformanceReport& report);
+// For programs: docs/schemas/conformance.schema.json (errors are null when not measured).
 ATTNKIT_API nlohmann::json to_json(const ConformanceReport& report);
 
 }  // namespace attnkit::conformance

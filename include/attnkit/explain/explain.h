@@ -77,8 +77,10 @@ ATTNKIT_API Explanation explain(const ModelDescription& model, const ExplainRequ
 // groups, and per distinct configuration every candidate with its reasons.
 ATTNKIT_API std::string to_text(const Explanation& explanation);
 
-// For programs; the stable schema (null where a field does not apply):
-// {"model", "model_type", "architecture", "source", "platform", "platform_is_local",
+// For programs; the schema is docs/schemas/explain.schema.json (null where a field does
+// not apply):
+// {"schema_version", "model", "model_type", "architecture", "source", "platform",
+// "platform_is_local",
 //  "runnable", "notes", "dtype", "kv_cache_dtype", "block_size", "attention_config",
 //  "warnings", "kernel_variants": {"BACKEND": variant}, "cuda_graphs": {"BACKEND": support},
 //  "options": {"NAME": value}, "layers": [{"index", "name", "layer_type", "is_attention", "kind",
@@ -87,8 +89,10 @@ ATTNKIT_API std::string to_text(const Explanation& explanation);
 //              "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla",
 //              "backend", "chosen_by", "requested", "rejected": {"NAME": [reasons]},
 //              "kv_cache_group", "note"}],
-//  "kv_cache_groups": [{"id", "kind", "spec", "layers", "backend", "backends",
-//              "block_size", "kernel_block_size", "layout", "page_size_bytes",
+//  "kv_cache_groups": [{"id", "kind", "spec", "cache_spec": {"kind", "block_size",
+//              "num_kv_heads", "head_size", "head_size_v", "dtype", "sliding_window",
+//              "chunk_size", "max_encoder_len", "bytes_per_token"}, "layers", "backend",
+//              "backends", "block_size", "kernel_block_size", "layout", "page_size_bytes",
 //              "kv_bytes_per_token", "has_cache"}],
 //  "page_size_bytes", "num_buffers", "kv_bytes_per_token"}
 ATTNKIT_API nlohmann::json to_json(const Explanation& explanation);

@@ -82,10 +82,11 @@ struct ATTNKIT_API RunReport {
   std::optional<VerifyReport> verify;
 };
 
-// The JSON of issue 7: model, platform, requests, steps, tokens, tokens_per_s,
-// preemptions, kv_cache_groups [{id, kind, layers, backend_planned, backend_executed,
-// blocks_peak, blocks_total, ...}], verify {max_rel_error, tolerance, passed, ...} or null,
-// plus the other fields above.
+// For programs (docs/schemas/run.schema.json): schema_version, model, platform, requests,
+// steps, tokens, tokens_per_s, preemptions, kv_cache_groups [{id, kind, layers,
+// backends_planned, backends_executed (lists; backend_planned/backend_executed the same
+// joined as "A+B"), blocks_peak, blocks_total, ...}], verify {max_rel_error, tolerance,
+// passed, ...} or null, plus the other fields above.
 ATTNKIT_API nlohmann::json to_json(const RunReport& report);
 // The human summary printed after the progress bar.
 ATTNKIT_API std::string to_text(const RunReport& report);
