@@ -245,6 +245,16 @@ TEST_F(Explain, UserBlockSizeReachesTheGroups) {
   EXPECT_EQ(to_json(e)["block_size"], 16);
 }
 
+TEST_F(Explain, TextShowsWhatAnAutoKvCacheDtypeResolvedTo) {
+  const Explanation e = run("gemma-3-1b-it");
+  EXPECT_EQ(e.kv_cache_dtype, KvCacheDType::kAuto);
+  EXPECT_EQ(e.resolved_kv_cache_dtype(), resolve_kv_cache_dtype(KvCacheDType::kAuto, e.dtype));
+  const std::string text = to_text(e);
+  EXPECT_NE(text.find("KV cache dtype auto (= " + std::string(to_string(e.dtype)) + ")"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(Explain, TextGroupsLayersWithIdenticalOutcome) {
   const std::string text =
       to_text(run("gemma-3-1b-it", R"({"backend_per_kind": {"sliding_window": "REFERENCE"}})"));
@@ -277,7 +287,11 @@ TEST_F(Explain, JsonHasTheStableSchema) {
         "kv_cache_groups", "page_size_bytes",   "num_buffers",  "kv_bytes_per_token"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
-  EXPECT_EQ(j.size(), 20u);
+  EXPECT_TRUE(j.contains("resolved_kv_cache_dtype"));
+  EXPECT_EQ(j.size(), 21u);
+  // The request said "auto"; the layers carry what it resolved to, the compute dtype.
+  EXPECT_EQ(j["kv_cache_dtype"], "auto");
+  EXPECT_EQ(j["resolved_kv_cache_dtype"], j["dtype"]);
   EXPECT_EQ(j["model"], "gemma-3-1b-it");
   EXPECT_EQ(j["platform"], "cpu");
   EXPECT_TRUE(j["block_size"].is_null());

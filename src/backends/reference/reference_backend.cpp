@@ -12,8 +12,8 @@ BackendCapabilities reference_capabilities() {
   BackendCapabilities caps;
   caps.platform = PlatformKind::kCpu;
   caps.dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-  caps.kv_cache_dtypes = {KvCacheDType::kAuto,    KvCacheDType::kFloat16, KvCacheDType::kBFloat16,
-                          KvCacheDType::kFloat32, KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2};
+  caps.kv_cache_dtypes = {KvCacheDType::kFloat16, KvCacheDType::kBFloat16, KvCacheDType::kFloat32,
+                          KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2};
   caps.head_sizes = SizeRule::any();
   caps.separate_v_head_size = true;
   caps.kernel_block_sizes = SizeRule::any();
