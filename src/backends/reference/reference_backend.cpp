@@ -42,9 +42,9 @@ class ReferenceBackend final : public AttentionBackend {
            "oracle for all tests";
   }
   const BackendCapabilities& capabilities() const override { return caps_; }
-  std::unique_ptr<MetadataBuilder> make_builder(
-      const KvCacheSpec& /*spec*/, const AttentionLayerParams& /*layer*/) const override {
-    return make_reference_builder();
+  std::unique_ptr<MetadataBuilder> make_builder(const KvCacheSpec& /*spec*/,
+                                                const AttentionLayerParams& layer) const override {
+    return make_reference_builder(layer);
   }
   std::unique_ptr<AttentionImpl> make_impl(const AttentionLayerParams& layer) const override {
     return make_reference_impl(layer);
