@@ -321,9 +321,13 @@ void check_forward(const ForwardArgs& a, const ForwardCheckOptions& o) {
     }
   }
 
+  // Both are the KV-cache group's kernel block size (KvCacheGroup::kernel_block_size, the
+  // one source: the runtime's storage and build_common_metadata() copy it), but forward()
+  // takes them as separate arguments, so a caller can still pass two different values.
   require(a.cache.block_size == c.block_size, o.backend,
-          "cache block size {} differs from the metadata's block size {}", a.cache.block_size,
-          c.block_size);
+          "cache block size {} differs from the metadata's block size {} (both must be the "
+          "KV-cache group's kernel block size)",
+          a.cache.block_size, c.block_size);
   const ScalarType kv = scalar_type_of(layer.kv_cache_dtype, layer.dtype);
   check_cache(a.cache.key, "key cache", a.cache, kv, layer.num_kv_heads, layer.head_size, o);
   const int64_t num_blocks = a.cache.key.size(0);
