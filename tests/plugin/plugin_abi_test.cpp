@@ -63,20 +63,20 @@ TEST(PluginAbi, TheComputeDtypesOwnKvDtypeCrossesAsAuto) {
   using attnkit::KvCacheDType;
   for (DType d : attnkit::all_values<DType>()) {
     const KvCacheDType own = attnkit::resolve_kv_cache_dtype(KvCacheDType::kAuto, d);
-    EXPECT_EQ(attnkit::kv_cache_dtype_to_c(KvCacheDType::kAuto, d), ATTNKIT_KV_DTYPE_AUTO);
-    EXPECT_EQ(attnkit::kv_cache_dtype_to_c(own, d), ATTNKIT_KV_DTYPE_AUTO);
+    EXPECT_EQ(attnkit::plugin::kv_cache_dtype_to_c(KvCacheDType::kAuto, d), ATTNKIT_KV_DTYPE_AUTO);
+    EXPECT_EQ(attnkit::plugin::kv_cache_dtype_to_c(own, d), ATTNKIT_KV_DTYPE_AUTO);
     for (KvCacheDType kv : attnkit::all_values<KvCacheDType>()) {
       if (kv == KvCacheDType::kAuto || kv == own) continue;
-      EXPECT_EQ(attnkit::kv_cache_dtype_to_c(kv, d), attnkit::to_c(kv));
-      EXPECT_NE(attnkit::to_c(kv), ATTNKIT_KV_DTYPE_AUTO);
+      EXPECT_EQ(attnkit::plugin::kv_cache_dtype_to_c(kv, d), attnkit::plugin::to_c(kv));
+      EXPECT_NE(attnkit::plugin::to_c(kv), ATTNKIT_KV_DTYPE_AUTO);
     }
   }
   attnkit::SelectorConfig config;
   config.dtype = DType::kFloat16;
   config.kv_cache_dtype = KvCacheDType::kFloat16;
-  EXPECT_EQ(attnkit::to_c(config).kv_cache_dtype, ATTNKIT_KV_DTYPE_AUTO);
+  EXPECT_EQ(attnkit::plugin::to_c(config).kv_cache_dtype, ATTNKIT_KV_DTYPE_AUTO);
   config.kv_cache_dtype = KvCacheDType::kBFloat16;
-  EXPECT_EQ(attnkit::to_c(config).kv_cache_dtype, ATTNKIT_KV_DTYPE_BFLOAT16);
+  EXPECT_EQ(attnkit::plugin::to_c(config).kv_cache_dtype, ATTNKIT_KV_DTYPE_BFLOAT16);
 }
 
 }  // namespace
