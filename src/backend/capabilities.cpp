@@ -146,10 +146,16 @@ std::vector<std::string> validate_capabilities(const BackendCapabilities& caps,
     add(fmt::format("dtype {} not supported (supported: {})", to_string(c.dtype),
                     join_enums(caps.dtypes)));
   }
-  if (c.kv_cache_dtype != KvCacheDType::kAuto &&
-      !contains(caps.kv_cache_dtypes, c.kv_cache_dtype)) {
-    add(fmt::format("kv_cache_dtype {} not supported (supported: {})", to_string(c.kv_cache_dtype),
-                    join_enums(caps.kv_cache_dtypes)));
+  // Selection hands over a concrete KV dtype; a hand-built config may still say kAuto.
+  const KvCacheDType kv = resolve_kv_cache_dtype(c.kv_cache_dtype, c.dtype);
+  const KvCacheDType own = resolve_kv_cache_dtype(KvCacheDType::kAuto, c.dtype);
+  if (kv != own && !contains(caps.kv_cache_dtypes, kv)) {
+    std::vector<KvCacheDType> supported{own};
+    for (KvCacheDType listed : caps.kv_cache_dtypes) {
+      if (listed != own) supported.push_back(listed);
+    }
+    add(fmt::format("kv_cache_dtype {} not supported with dtype {} (supported: {})", to_string(kv),
+                    to_string(c.dtype), join_enums(supported)));
   }
   if (!caps.head_sizes.allows(c.head_size)) {
     add(fmt::format("head_size {} not supported (supported: {})", c.head_size,

@@ -111,17 +111,17 @@ int32_t table_at(const CommonAttentionMetadata& c, int i, int b) {
                        static_cast<size_t>(b)];
 }
 
-// Blocks the requests read (or the whole table) exist; lengths fit the table.
+int64_t blocks_needed(const CommonAttentionMetadata& c, int i) {
+  const int seq_len = c.seq_lens[static_cast<size_t>(i)];
+  return seq_len == 0 ? 0 : (int64_t{seq_len} + c.block_size - 1) / c.block_size;
+}
+
+// Blocks the requests read (or the whole table) exist. check_common_metadata() has made
+// sure the lengths fit the table.
 void check_block_table(const CommonAttentionMetadata& c, int64_t num_blocks,
                        const ForwardCheckOptions& o) {
   for (int i = 0; i < c.num_reqs; ++i) {
-    const int seq_len = c.seq_lens[static_cast<size_t>(i)];
-    require(seq_len == 0 || c.block_size > 0, o.backend,
-            "block_size {} must be positive (request {} has seq_len {})", c.block_size, i, seq_len);
-    const int64_t needed = seq_len == 0 ? 0 : (int64_t{seq_len} + c.block_size - 1) / c.block_size;
-    require(needed <= c.max_blocks_per_req, o.backend,
-            "request {} needs {} blocks for {} tokens but max_blocks_per_req is {}", i, needed,
-            seq_len, c.max_blocks_per_req);
+    const int64_t needed = blocks_needed(c, i);
     const auto checked = o.whole_block_table ? int64_t{c.max_blocks_per_req} : needed;
     // One pass without branches per entry (a negative id is a huge unsigned one); the
     // entry is located only when the row fails.
@@ -222,7 +222,8 @@ void check_layer_params(const AttentionLayerParams& layer, std::string_view back
   }
 }
 
-void check_common_metadata(const CommonAttentionMetadata& c, std::string_view backend) {
+void check_common_metadata(const CommonAttentionMetadata& c, const AttentionLayerParams& layer,
+                           std::string_view backend) {
   require(c.num_reqs >= 0, backend, "num_reqs {} is negative", c.num_reqs);
   const auto reqs = static_cast<size_t>(c.num_reqs);
   require(c.query_start_loc.size() == reqs + 1, backend,
@@ -241,13 +242,23 @@ void check_common_metadata(const CommonAttentionMetadata& c, std::string_view ba
   require(c.query_start_loc[reqs] == c.num_actual_tokens, backend,
           "query_start_loc ends at {} but num_actual_tokens is {}", c.query_start_loc[reqs],
           c.num_actual_tokens);
+  if (!uses_paged_cache(layer)) return;  // no cache: the block-table fields are not read
   require(c.max_blocks_per_req >= 0, backend, "max_blocks_per_req {} is negative",
           c.max_blocks_per_req);
-  require(c.block_table.size() == reqs * static_cast<size_t>(c.max_blocks_per_req), backend,
-          "block_table has {} entries, expected num_reqs * max_blocks_per_req = {}",
+  require(c.block_table.size() >= reqs * static_cast<size_t>(c.max_blocks_per_req), backend,
+          "block_table has {} entries, needs at least num_reqs * max_blocks_per_req = {}",
           c.block_table.size(), reqs * static_cast<size_t>(c.max_blocks_per_req));
   require(c.block_table.empty() || c.block_size > 0, backend, "block_size {} must be positive",
           c.block_size);
+  for (int i = 0; i < c.num_reqs; ++i) {
+    const int seq_len = c.seq_lens[static_cast<size_t>(i)];
+    require(seq_len == 0 || c.block_size > 0, backend,
+            "block_size {} must be positive (request {} has seq_len {})", c.block_size, i, seq_len);
+    const int64_t needed = blocks_needed(c, i);
+    require(needed <= c.max_blocks_per_req, backend,
+            "request {} needs {} blocks for {} tokens but max_blocks_per_req is {}", i, needed,
+            seq_len, c.max_blocks_per_req);
+  }
 }
 
 bool uses_paged_cache(const AttentionLayerParams& layer) {
@@ -262,7 +273,7 @@ bool writes_cache(const ForwardArgs& args) {
 void check_forward(const ForwardArgs& a, const ForwardCheckOptions& o) {
   const AttentionLayerParams& layer = a.layer;
   const CommonAttentionMetadata& c = a.common;
-  check_common_metadata(c, o.backend);
+  check_common_metadata(c, layer, o.backend);
   const ScalarType dtype = scalar_type_of(layer.dtype);
   const int64_t tokens = c.num_actual_tokens;
   check_rows(a.query, "query", dtype, tokens, layer.num_heads, layer.head_size, o);
@@ -310,9 +321,13 @@ void check_forward(const ForwardArgs& a, const ForwardCheckOptions& o) {
     }
   }
 
+  // Both are the KV-cache group's kernel block size (KvCacheGroup::kernel_block_size, the
+  // one source: the runtime's storage and build_common_metadata() copy it), but forward()
+  // takes them as separate arguments, so a caller can still pass two different values.
   require(a.cache.block_size == c.block_size, o.backend,
-          "cache block size {} differs from the metadata's block size {}", a.cache.block_size,
-          c.block_size);
+          "cache block size {} differs from the metadata's block size {} (both must be the "
+          "KV-cache group's kernel block size)",
+          a.cache.block_size, c.block_size);
   const ScalarType kv = scalar_type_of(layer.kv_cache_dtype, layer.dtype);
   check_cache(a.cache.key, "key cache", a.cache, kv, layer.num_kv_heads, layer.head_size, o);
   const int64_t num_blocks = a.cache.key.size(0);

@@ -82,7 +82,9 @@ PagedAttentionParams paged_params_for(const ForwardArgs& a) {
   // holding the null block (the metadata's own field, alive as long as its table).
   p.block_table = c.block_table.empty() ? &c.null_block_id : c.block_table.data();
   p.block_table_stride = c.max_blocks_per_req;
-  p.block_size = c.block_size;
+  // The cache's geometry, as for the cache update below (check_forward() has made sure the
+  // metadata's block table is expressed in the same unit).
+  p.block_size = a.cache.block_size;
   return p;
 }
 

@@ -132,7 +132,7 @@ StepInputs::StepInputs(const BenchShape& s, KvLayout /*layout*/, bool allocate_c
   layer.head_size = layer.head_size_v = s.head_size;
   layer.scale = 1.0f / std::sqrt(static_cast<float>(s.head_size));
   layer.dtype = s.dtype;
-  layer.kv_cache_dtype = s.kv_cache_dtype;
+  layer.kv_cache_dtype = resolve_kv_cache_dtype(s.kv_cache_dtype, s.dtype);
   if (is_fp8(s.kv_cache_dtype)) layer.k_scale = layer.v_scale = 0.05f;
   if (s.sinks) {
     XorShift rng{7};
@@ -225,8 +225,7 @@ std::string BenchShape::describe() const {
       std::all_of(kv_lens.begin(), kv_lens.end(), [&](int v) { return v == kv_lens[0]; });
   if (uniform_lens) os << " x (query " << q_lens[0] << ", context " << kv_lens[0] << ")";
   os << (sinks ? ", sinks" : "") << ", kv "
-     << to_string(kv_cache_dtype == KvCacheDType::kAuto ? KvCacheDType::kBFloat16 : kv_cache_dtype)
-     << ", block " << block_size;
+     << to_string(resolve_kv_cache_dtype(kv_cache_dtype, dtype)) << ", block " << block_size;
   return os.str();
 }
 
@@ -261,7 +260,7 @@ SelectorConfig bench_config(const BenchShape& shape) {
   config.num_heads = shape.num_heads;
   config.num_kv_heads = shape.num_kv_heads;
   config.dtype = shape.dtype;
-  config.kv_cache_dtype = shape.kv_cache_dtype;
+  config.kv_cache_dtype = resolve_kv_cache_dtype(shape.kv_cache_dtype, shape.dtype);
   config.block_size = shape.block_size;
   config.has_sinks = shape.sinks;
   config.attn_type = shape.causal ? AttentionType::kDecoder : AttentionType::kEncoderDecoder;

@@ -179,10 +179,21 @@ ScalarType scalar_type_of(DType d) {
   return ScalarType::kFloat32;
 }
 
+KvCacheDType resolve_kv_cache_dtype(KvCacheDType kv, DType compute) {
+  if (kv != KvCacheDType::kAuto) return kv;
+  switch (compute) {
+    case DType::kFloat32:
+      return KvCacheDType::kFloat32;
+    case DType::kFloat16:
+      return KvCacheDType::kFloat16;
+    case DType::kBFloat16:
+      return KvCacheDType::kBFloat16;
+  }
+  return KvCacheDType::kBFloat16;
+}
+
 ScalarType scalar_type_of(KvCacheDType kv, DType compute) {
-  switch (kv) {
-    case KvCacheDType::kAuto:
-      return scalar_type_of(compute);
+  switch (resolve_kv_cache_dtype(kv, compute)) {
     case KvCacheDType::kFloat16:
       return ScalarType::kFloat16;
     case KvCacheDType::kBFloat16:
@@ -193,6 +204,8 @@ ScalarType scalar_type_of(KvCacheDType kv, DType compute) {
       return ScalarType::kFp8E4M3;
     case KvCacheDType::kFp8E5M2:
       return ScalarType::kFp8E5M2;
+    case KvCacheDType::kAuto:
+      break;  // resolved above
   }
   return scalar_type_of(compute);
 }

@@ -137,6 +137,7 @@ nlohmann::json to_json(const Explanation& e) {
       {"notes", e.notes},
       {"dtype", to_string(e.dtype)},
       {"kv_cache_dtype", to_string(e.kv_cache_dtype)},
+      {"resolved_kv_cache_dtype", to_string(e.resolved_kv_cache_dtype())},
       {"block_size", or_null(e.block_size)},
       {"attention_config", to_json(e.attention)},
       {"warnings", e.warnings},

@@ -236,8 +236,8 @@ std::string to_text(const Explanation& e) {
   out += fmt::format("Platform: {}\n", platform);
   out += fmt::format("Compute dtype {}, KV cache dtype {}{}, block size {}\n", to_string(e.dtype),
                      to_string(e.kv_cache_dtype),
-                     e.kv_cache_dtype == KvCacheDType::kAuto
-                         ? fmt::format(" (= {})", to_string(e.dtype))
+                     e.kv_cache_dtype != e.resolved_kv_cache_dtype()
+                         ? fmt::format(" (= {})", to_string(e.resolved_kv_cache_dtype()))
                          : std::string(),
                      e.block_size ? std::to_string(*e.block_size)
                                   : std::string("chosen per group from its backends"));

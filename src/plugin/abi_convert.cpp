@@ -149,6 +149,10 @@ void check_struct_size(std::string_view what, uint32_t struct_size, size_t min_s
 
 int32_t to_c(DType v) { return code_of(kDTypes, v); }
 int32_t to_c(KvCacheDType v) { return code_of(kKvDTypes, v); }
+
+int32_t kv_cache_dtype_to_c(KvCacheDType kv, DType dtype) {
+  return to_c(kv == resolve_kv_cache_dtype(KvCacheDType::kAuto, dtype) ? KvCacheDType::kAuto : kv);
+}
 int32_t to_c(AttentionType v) { return code_of(kAttnTypes, v); }
 int32_t to_c(KvCacheKind v) { return code_of(kKinds, v); }
 int32_t to_c(KvLayout v) { return code_of(kLayouts, v); }
@@ -182,9 +186,9 @@ BackendCapabilities capabilities_from_c(const AttnkitCapabilities& c, std::strin
     throw Error(ErrorCode::kPluginError,
                 fmt::format("plugin backend {}: capabilities.dtypes is empty", backend));
   }
-  // The ABI lists the KV dtypes besides "auto", which every backend accepts; attnkit's
-  // capabilities list it explicitly.
-  caps.kv_cache_dtypes = {KvCacheDType::kAuto};
+  // The ABI lists the KV dtypes besides "auto" (the compute dtype's own), which every
+  // backend accepts; so do attnkit's capabilities (BackendCapabilities::kv_cache_dtypes).
+  caps.kv_cache_dtypes.clear();
   for (KvCacheDType kv : decode_list(kKvDTypes, c.kv_cache_dtypes, c.num_kv_cache_dtypes, backend,
                                      "kv_cache_dtypes")) {
     if (kv != KvCacheDType::kAuto) caps.kv_cache_dtypes.push_back(kv);
@@ -229,7 +233,7 @@ AttnkitSelectorConfig to_c(const SelectorConfig& s) {
   c.num_heads = s.num_heads;
   c.num_kv_heads = s.num_kv_heads;
   c.dtype = to_c(s.dtype);
-  c.kv_cache_dtype = to_c(s.kv_cache_dtype);
+  c.kv_cache_dtype = kv_cache_dtype_to_c(s.kv_cache_dtype, s.dtype);
   c.block_size = s.block_size.value_or(0);
   c.use_mla = s.use_mla;
   c.mla_rope_dim = s.mla_rope_dim;
@@ -287,7 +291,7 @@ AttnkitLayerParams to_c(const AttentionLayerParams& l) {
   c.sinks = l.sinks.empty() ? nullptr : l.sinks.data();
   c.num_sinks = static_cast<uint32_t>(l.sinks.size());
   c.dtype = to_c(l.dtype);
-  c.kv_cache_dtype = to_c(l.kv_cache_dtype);
+  c.kv_cache_dtype = kv_cache_dtype_to_c(l.kv_cache_dtype, l.dtype);
   c.k_scale = l.k_scale;
   c.v_scale = l.v_scale;
   c.use_mla = l.use_mla;

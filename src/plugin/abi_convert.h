@@ -31,6 +31,11 @@ void check_struct_size(std::string_view what, uint32_t struct_size, size_t min_s
 // --- Enumerations (C++ -> C code) ---------------------------------------------------------
 int32_t to_c(DType v);
 int32_t to_c(KvCacheDType v);
+// A layer's KV dtype as the ABI says it: AUTO is "the cache stores the compute dtype"
+// (plugin_abi.h), the one spelling a plugin that lists no KV dtypes accepts. Selection
+// hands down a resolved dtype, so the compute dtype's own crosses as AUTO, as it always
+// has; every other dtype crosses as itself.
+int32_t kv_cache_dtype_to_c(KvCacheDType kv, DType dtype);
 int32_t to_c(AttentionType v);
 int32_t to_c(KvCacheKind v);
 int32_t to_c(KvLayout v);

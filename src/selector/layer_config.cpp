@@ -28,7 +28,7 @@ SelectorConfig selector_config(const LayerSpec& layer, DType dtype, KvCacheDType
   c.num_heads = layer.num_heads;
   c.num_kv_heads = layer.num_kv_heads;
   c.dtype = dtype;
-  c.kv_cache_dtype = kv_cache_dtype;
+  c.kv_cache_dtype = resolve_kv_cache_dtype(kv_cache_dtype, dtype);
   c.block_size = block_size;
   c.use_mla = layer.mla.has_value();
   c.mla_rope_dim = layer.mla ? layer.mla->qk_rope_head_dim : 0;
@@ -57,7 +57,7 @@ AttentionLayerParams layer_params(const LayerSpec& layer, DType dtype,
   p.soft_cap = layer.soft_cap.value_or(0.0f);
   if (layer.has_sinks) p.sinks.assign(static_cast<size_t>(layer.num_heads), 0.0f);
   p.dtype = dtype;
-  p.kv_cache_dtype = kv_cache_dtype;
+  p.kv_cache_dtype = resolve_kv_cache_dtype(kv_cache_dtype, dtype);
   p.use_mla = layer.mla.has_value();
   p.mla_rope_dim = layer.mla ? layer.mla->qk_rope_head_dim : 0;
   return p;

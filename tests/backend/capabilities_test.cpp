@@ -104,16 +104,31 @@ TEST(ValidateCapabilities, Dtype) {
               ElementsAre("dtype float32 not supported (supported: float16, bfloat16)"));
 }
 
-TEST(ValidateCapabilities, KvCacheDtypeAutoIsAlwaysAccepted) {
+TEST(ValidateCapabilities, TheComputeDtypesOwnKvDtypeIsAlwaysAccepted) {
   BackendCapabilities caps = basic_caps();
-  caps.kv_cache_dtypes = {KvCacheDType::kAuto, KvCacheDType::kFp8E4M3};
+  caps.kv_cache_dtypes = {KvCacheDType::kFp8E4M3};
+  for (DType d : all_values<DType>()) {
+    SCOPED_TRACE(std::string(to_string(d)));
+    caps.dtypes = {d};
+    SelectorConfig c = plain();
+    c.dtype = d;
+    // "auto" (a hand-built config) and what it resolves to are the same answer.
+    c.kv_cache_dtype = KvCacheDType::kAuto;
+    EXPECT_THAT(reasons(caps, c), IsEmpty());
+    c.kv_cache_dtype = resolve_kv_cache_dtype(KvCacheDType::kAuto, d);
+    EXPECT_THAT(reasons(caps, c), IsEmpty());
+    c.kv_cache_dtype = KvCacheDType::kFp8E4M3;
+    EXPECT_THAT(reasons(caps, c), IsEmpty());
+  }
   SelectorConfig c = plain();
-  EXPECT_THAT(reasons(caps, c), IsEmpty());
-  c.kv_cache_dtype = KvCacheDType::kFp8E4M3;
-  EXPECT_THAT(reasons(caps, c), IsEmpty());
+  caps.dtypes = {DType::kFloat16, DType::kBFloat16};
+  c.dtype = DType::kFloat16;
   c.kv_cache_dtype = KvCacheDType::kFp8E5M2;
-  EXPECT_THAT(reasons(caps, c),
-              ElementsAre("kv_cache_dtype fp8_e5m2 not supported (supported: auto, fp8_e4m3)"));
+  EXPECT_THAT(reasons(caps, c), ElementsAre("kv_cache_dtype fp8_e5m2 not supported with dtype "
+                                            "float16 (supported: float16, fp8_e4m3)"));
+  c.kv_cache_dtype = KvCacheDType::kBFloat16;
+  EXPECT_THAT(reasons(caps, c), ElementsAre("kv_cache_dtype bfloat16 not supported with dtype "
+                                            "float16 (supported: float16, fp8_e4m3)"));
 }
 
 TEST(ValidateCapabilities, HeadSizes) {

@@ -154,6 +154,24 @@ TEST(Errors, CodesPrintAndErrorsCarryThem) {
   EXPECT_STREQ(e.what(), "no backend");
 }
 
+TEST(KvCacheDType, AutoResolvesToTheComputeDtypeAndConcreteDtypesStay) {
+  EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDType::kAuto, DType::kFloat32), KvCacheDType::kFloat32);
+  EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDType::kAuto, DType::kFloat16), KvCacheDType::kFloat16);
+  EXPECT_EQ(resolve_kv_cache_dtype(KvCacheDType::kAuto, DType::kBFloat16), KvCacheDType::kBFloat16);
+  for (DType compute : all_values<DType>()) {
+    const KvCacheDType own = resolve_kv_cache_dtype(KvCacheDType::kAuto, compute);
+    EXPECT_NE(own, KvCacheDType::kAuto);
+    EXPECT_EQ(to_string(own), to_string(compute));  // the same spelling
+    EXPECT_EQ(scalar_type_of(own, compute), scalar_type_of(compute));
+    for (KvCacheDType kv : all_values<KvCacheDType>()) {
+      if (kv == KvCacheDType::kAuto) continue;
+      EXPECT_EQ(resolve_kv_cache_dtype(kv, compute), kv) << to_string(kv);
+      // Resolving is idempotent: what selection hands down resolves to itself.
+      EXPECT_EQ(resolve_kv_cache_dtype(resolve_kv_cache_dtype(kv, compute), compute), kv);
+    }
+  }
+}
+
 TEST(ErrorsDeathTest, CheckAbortsWithLocation) {
   EXPECT_DEATH(ATTNKIT_CHECK(1 + 1 == 3, "arithmetic"),
                "attnkit internal error at .*enums_test.cpp:[0-9]+: check '1 \\+ 1 == 3' failed: "

@@ -246,6 +246,16 @@ TEST_F(Explain, UserBlockSizeReachesTheGroups) {
   EXPECT_EQ(to_json(e)["block_size"], 16);
 }
 
+TEST_F(Explain, TextShowsWhatAnAutoKvCacheDtypeResolvedTo) {
+  const Explanation e = run("gemma-3-1b-it");
+  EXPECT_EQ(e.kv_cache_dtype, KvCacheDType::kAuto);
+  EXPECT_EQ(e.resolved_kv_cache_dtype(), resolve_kv_cache_dtype(KvCacheDType::kAuto, e.dtype));
+  const std::string text = to_text(e);
+  EXPECT_NE(text.find("KV cache dtype auto (= " + std::string(to_string(e.dtype)) + ")"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(Explain, TextGroupsLayersWithIdenticalOutcome) {
   const std::string text =
       to_text(run("gemma-3-1b-it", R"({"backend_per_kind": {"sliding_window": "REFERENCE"}})"));
@@ -280,8 +290,12 @@ TEST_F(Explain, JsonHasTheStableSchema) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j.value("schema_version", -1), kJsonSchemaVersion);
-  EXPECT_EQ(j.size(), 22u);  // the 21 above and schema_version
+  EXPECT_TRUE(j.contains("resolved_kv_cache_dtype"));
+  EXPECT_EQ(j.size(), 23u);  // the 21 above, resolved_kv_cache_dtype and schema_version
   EXPECT_EQ(j["cuda_graphs"]["CPU_FLASH"], "never");
+  // The request said "auto"; the layers carry what it resolved to, the compute dtype.
+  EXPECT_EQ(j["kv_cache_dtype"], "auto");
+  EXPECT_EQ(j["resolved_kv_cache_dtype"], j["dtype"]);
   EXPECT_EQ(j["model"], "gemma-3-1b-it");
   EXPECT_EQ(j["platform"], "cpu");
   EXPECT_TRUE(j["block_size"].is_null());

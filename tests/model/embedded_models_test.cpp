@@ -232,11 +232,16 @@ TEST(EmbeddedModels, SelectorConfigAndLayerParamsCarryTheLayer) {
   EXPECT_EQ(mc.head_size, 576);
   EXPECT_EQ(mc.head_size_v, 512);
   EXPECT_FALSE(mc.block_size.has_value());
+  // "auto" is resolved once, here: what selection and the backends see is concrete.
+  EXPECT_EQ(mc.kv_cache_dtype, KvCacheDType::kBFloat16);
   const AttentionLayerParams mp = layer_params(ds.layers[0], DType::kBFloat16, KvCacheDType::kAuto);
   EXPECT_TRUE(mp.use_mla);
   EXPECT_EQ(mp.num_kv_heads, 1);
   EXPECT_EQ(mp.mla_rope_dim, 64);
   EXPECT_TRUE(mp.sinks.empty());
+  EXPECT_EQ(mp.kv_cache_dtype, KvCacheDType::kBFloat16);
+  EXPECT_EQ(layer_params(ds.layers[0], DType::kFloat16, KvCacheDType::kFp8E4M3).kv_cache_dtype,
+            KvCacheDType::kFp8E4M3);
 
   const ModelDescription llama4 = embedded("llama-4-scout-17b-16e");
   const AttentionLayerParams lp =
@@ -249,6 +254,10 @@ TEST(EmbeddedModels, SelectorConfigAndLayerParamsCarryTheLayer) {
   EXPECT_TRUE(layer_params(whisper.layers[4], DType::kFloat32, KvCacheDType::kAuto).is_causal());
   EXPECT_FALSE(
       selector_config(whisper.layers[8], DType::kFloat32, KvCacheDType::kAuto).is_causal());
+  EXPECT_EQ(selector_config(whisper.layers[8], DType::kFloat32, KvCacheDType::kAuto).kv_cache_dtype,
+            KvCacheDType::kFloat32);
+  EXPECT_EQ(layer_params(whisper.layers[4], DType::kFloat16, KvCacheDType::kAuto).kv_cache_dtype,
+            KvCacheDType::kFloat16);
 }
 
 }  // namespace

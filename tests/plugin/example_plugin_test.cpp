@@ -20,6 +20,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 const std::string kExample = ATTNKIT_EXAMPLE_PLUGIN_PATH;
 
@@ -35,7 +36,7 @@ TEST(ExamplePlugin, DeclaresItsCapabilitySubset) {
   const auto backend = load_example(registry);
   const BackendCapabilities& caps = backend->capabilities();
   EXPECT_THAT(caps.dtypes, ElementsAre(DType::kFloat32, DType::kFloat16, DType::kBFloat16));
-  EXPECT_THAT(caps.kv_cache_dtypes, ElementsAre(KvCacheDType::kAuto));
+  EXPECT_THAT(caps.kv_cache_dtypes, IsEmpty());
   EXPECT_EQ(caps.head_sizes.describe(), "multiples of 8 up to 256");
   EXPECT_THAT(caps.attention_types, ElementsAre(AttentionType::kDecoder));
   EXPECT_TRUE(caps.sliding_window);

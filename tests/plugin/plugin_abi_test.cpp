@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "plugin/abi_convert.h"
+
 namespace {
 
 TEST(PluginAbi, VersionOneFieldOffsetsNeverChange) {
@@ -51,6 +53,30 @@ TEST(PluginAbi, SupportedVersionRangeIsConsistent) {
   EXPECT_GE(ATTNKIT_PLUGIN_ABI_VERSION, ATTNKIT_PLUGIN_ABI_MIN_VERSION);
   EXPECT_GE(ATTNKIT_PLUGIN_ABI_MIN_VERSION, 1u);
   EXPECT_STREQ(ATTNKIT_PLUGIN_INIT_SYMBOL, "attnkit_plugin_init");
+}
+
+// A layer's KV dtype crosses the ABI as AUTO when it is the compute dtype's own (what
+// "auto" means in the ABI, and all a plugin listing no KV dtypes accepts), whether the
+// caller said auto or selection already resolved it; every other dtype as itself.
+TEST(PluginAbi, TheComputeDtypesOwnKvDtypeCrossesAsAuto) {
+  using attnkit::DType;
+  using attnkit::KvCacheDType;
+  for (DType d : attnkit::all_values<DType>()) {
+    const KvCacheDType own = attnkit::resolve_kv_cache_dtype(KvCacheDType::kAuto, d);
+    EXPECT_EQ(attnkit::plugin::kv_cache_dtype_to_c(KvCacheDType::kAuto, d), ATTNKIT_KV_DTYPE_AUTO);
+    EXPECT_EQ(attnkit::plugin::kv_cache_dtype_to_c(own, d), ATTNKIT_KV_DTYPE_AUTO);
+    for (KvCacheDType kv : attnkit::all_values<KvCacheDType>()) {
+      if (kv == KvCacheDType::kAuto || kv == own) continue;
+      EXPECT_EQ(attnkit::plugin::kv_cache_dtype_to_c(kv, d), attnkit::plugin::to_c(kv));
+      EXPECT_NE(attnkit::plugin::to_c(kv), ATTNKIT_KV_DTYPE_AUTO);
+    }
+  }
+  attnkit::SelectorConfig config;
+  config.dtype = DType::kFloat16;
+  config.kv_cache_dtype = KvCacheDType::kFloat16;
+  EXPECT_EQ(attnkit::plugin::to_c(config).kv_cache_dtype, ATTNKIT_KV_DTYPE_AUTO);
+  config.kv_cache_dtype = KvCacheDType::kBFloat16;
+  EXPECT_EQ(attnkit::plugin::to_c(config).kv_cache_dtype, ATTNKIT_KV_DTYPE_BFLOAT16);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -84,7 +85,7 @@ std::vector<BadInput> common_bad_inputs() {
       {"num_actual_tokens", [](PagedStep& s) { s.common.num_actual_tokens = 5; },
        "query_start_loc ends at 4 but num_actual_tokens is 5"},
       {"block_table size", [](PagedStep& s) { s.common.block_table.pop_back(); },
-       "block_table has 5 entries, expected num_reqs * max_blocks_per_req = 6"},
+       "block_table has 5 entries, needs at least num_reqs * max_blocks_per_req = 6"},
       {"negative num_reqs", [](PagedStep& s) { s.common.num_reqs = -1; },
        "num_reqs -1 is negative"},
       {"non-positive block size",
@@ -187,6 +188,67 @@ TEST_P(StandardForwardCheck, AKeylessStepThatWritesNothingRuns) {
     for (int64_t& slot : s.common.slot_mapping) slot = -1;
   }),
             "");
+}
+
+// The block table needs at least num_reqs * max_blocks_per_req entries: row i starts at
+// i * max_blocks_per_req, so entries past the last row are never read, whatever they hold.
+TEST_P(StandardForwardCheck, ABlockTableLargerThanItsRowsIsAcceptedAndNotRead) {
+  PagedStep exact(GetParam());
+  EXPECT_EQ(exact.error_after([](PagedStep&) {}), "");
+  PagedStep larger(GetParam());
+  larger.common.block_table.insert(larger.common.block_table.end(), {99, -1, 7});
+  larger.layer.checked = true;
+  EXPECT_EQ(larger.error_after([](PagedStep&) {}), "");
+  EXPECT_EQ(larger.output_values(), exact.output_values());
+}
+
+TEST_P(MlaForwardCheck, ABlockTableLargerThanItsRowsIsAcceptedAndNotRead) {
+  PagedStep exact(GetParam(), /*mla=*/true);
+  EXPECT_EQ(exact.error_after([](PagedStep&) {}), "");
+  PagedStep larger(GetParam(), /*mla=*/true);
+  larger.common.block_table.insert(larger.common.block_table.end(), {99, -1});
+  EXPECT_EQ(larger.error_after([](PagedStep&) {}), "");
+  EXPECT_EQ(larger.output_values(), exact.output_values());
+}
+
+// The same rows as an encoder-only layer: each request's whole sequence is new (seq_len =
+// its query rows), nothing is cached, no block table.
+void make_encoder_only(PagedStep& s) {
+  s.layer.attn_type = AttentionType::kEncoderOnly;
+  s.common.seq_lens = {1, 3, 0};
+  s.common.max_seq_len = 3;
+  s.common.causal = false;
+  s.common.slot_mapping.assign(PagedStep::kTokens, -1);
+  s.common.block_table.clear();
+  s.common.max_blocks_per_req = 0;
+  s.common.block_size = 0;
+  s.cache = KvCacheTensors{};
+}
+
+// Encoder-only layers have no cache, so their block-table fields are not read and not
+// checked; a layer that reads the cache still rejects the same values.
+TEST_P(StandardForwardCheck, EncoderOnlyLayersIgnoreTheBlockTableFields) {
+  PagedStep clean(GetParam());
+  make_encoder_only(clean);
+  EXPECT_EQ(clean.error_after([](PagedStep&) {}), "");
+  const std::vector<float> out = clean.output_values();
+  EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](float x) { return x != 0.0f; }));
+
+  auto scramble = [](PagedStep& s) {
+    s.common.max_blocks_per_req = -3;
+    s.common.block_table = {42, -7};
+    s.common.block_size = -1;
+  };
+  PagedStep scrambled(GetParam());
+  make_encoder_only(scrambled);
+  scramble(scrambled);
+  EXPECT_EQ(scrambled.error_after([](PagedStep&) {}), "");
+  EXPECT_EQ(scrambled.output_values(), out);
+
+  PagedStep decoder(GetParam());
+  scramble(decoder);
+  EXPECT_THAT(decoder.error_after([](PagedStep&) {}),
+              HasSubstr(std::string(GetParam()) + ": max_blocks_per_req -3 is negative"));
 }
 
 TEST_P(StandardForwardCheck, CheckedModeRejectsSlotsThatDisagreeWithTheBlockTable) {

@@ -65,7 +65,7 @@ inline BackendCapabilities basic_caps(PlatformKind kind = PlatformKind::kCpu) {
   BackendCapabilities caps;
   caps.platform = kind;
   caps.dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-  caps.kv_cache_dtypes = {KvCacheDType::kAuto};
+  caps.kv_cache_dtypes = {};  // the compute dtype's own only
   if (kind == PlatformKind::kCuda) caps.min_compute_capability = 80;
   return caps;
 }
@@ -73,8 +73,8 @@ inline BackendCapabilities basic_caps(PlatformKind kind = PlatformKind::kCpu) {
 // Capabilities that serve everything the selector can ask on `kind`.
 inline BackendCapabilities full_caps(PlatformKind kind = PlatformKind::kCpu) {
   BackendCapabilities caps = basic_caps(kind);
-  caps.kv_cache_dtypes = {KvCacheDType::kAuto,    KvCacheDType::kFloat16, KvCacheDType::kBFloat16,
-                          KvCacheDType::kFloat32, KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2};
+  caps.kv_cache_dtypes = {KvCacheDType::kFloat16, KvCacheDType::kBFloat16, KvCacheDType::kFloat32,
+                          KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2};
   caps.separate_v_head_size = true;
   caps.attention_types = {AttentionType::kDecoder, AttentionType::kEncoder,
                           AttentionType::kEncoderOnly, AttentionType::kEncoderDecoder};

@@ -57,7 +57,8 @@ struct ATTNKIT_API AttentionLayerParams {
 //   HND: key [num_blocks, num_kv_heads, block_size, head_size], value likewise
 //   MLA: key [num_blocks, block_size, 1, latent_width] (NHD), value empty (V = key prefix)
 // Encoder-only layers have no cache (both views empty). block_size here is the kernel
-// block size (a cache block may be viewed as several kernel blocks).
+// block size (a cache block may be viewed as several kernel blocks): the KV-cache group's
+// kernel_block_size, like CommonAttentionMetadata::block_size, which must equal it.
 struct ATTNKIT_API KvCacheTensors {
   TensorView key;
   TensorView value;

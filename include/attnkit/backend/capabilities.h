@@ -52,7 +52,9 @@ struct ATTNKIT_API BackendCapabilities {
   int max_compute_capability = 0;
 
   std::vector<DType> dtypes;
-  std::vector<KvCacheDType> kv_cache_dtypes;  // kAuto is implied when dtypes match
+  // Concrete KV-cache dtypes the kernels store besides the compute dtype's own, which is
+  // always accepted (what "auto" resolves to: resolve_kv_cache_dtype).
+  std::vector<KvCacheDType> kv_cache_dtypes;
   SizeRule head_sizes = SizeRule::any();
   bool separate_v_head_size = false;  // head_size_v may differ from head_size
   SizeRule kernel_block_sizes = SizeRule::any();

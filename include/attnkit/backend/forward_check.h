@@ -70,12 +70,17 @@ ATTNKIT_API bool checked_mode(const AttentionLayerParams& layer);
 // MLA with one KV head and head_size_v <= head_size.
 ATTNKIT_API void check_layer_params(const AttentionLayerParams& layer, std::string_view backend);
 
-// The common metadata's own consistency: array sizes (query_start_loc [B+1], seq_lens
-// [B], block_table [B * max_blocks_per_req]), query_start_loc starting at 0,
-// non-decreasing and ending at num_actual_tokens, non-negative lengths, a positive block
-// size when there is a block table.
+// The common metadata's own consistency, as every builder needs it: array sizes
+// (query_start_loc [B+1], seq_lens [B]), query_start_loc starting at 0, non-decreasing and
+// ending at num_actual_tokens, non-negative lengths. For a layer that reads the paged cache
+// (uses_paged_cache) also: max_blocks_per_req non-negative, a block table of at least
+// B * max_blocks_per_req entries (row i starts at i * max_blocks_per_req; entries past the
+// last row are never read), a positive block size when there is a block table or a
+// request with tokens, and every request's seq_len fitting its max_blocks_per_req blocks.
+// Encoder and encoder-only self-attention have no cache: their block-table fields are not
+// read, so not checked.
 ATTNKIT_API void check_common_metadata(const CommonAttentionMetadata& common,
-                                       std::string_view backend);
+                                       const AttentionLayerParams& layer, std::string_view backend);
 
 // Encoder and encoder-only self-attention read this step's fresh K/V (contiguous mode);
 // every other attention type reads the paged cache.

@@ -28,7 +28,10 @@ struct ATTNKIT_API CommonAttentionMetadata {
   // null_block_id.
   std::vector<int32_t> block_table;
   int max_blocks_per_req = 0;
-  int block_size = 0;  // kernel block size the block table is expressed in
+  // Kernel block size the block table is expressed in: the KV-cache group's
+  // kernel_block_size (KvCacheGroup, the one source), as build_common_metadata() copies
+  // it; forward() rejects a value other than its KvCacheTensors::block_size.
+  int block_size = 0;
   // One entry per row of the fresh key/value tensors passed to forward(): the cache slot
   // (block * block_size + offset) where that row's K/V is written; -1 = do not write.
   //   decoder kinds: [num_actual_tokens], row t = this step's token t;

@@ -17,8 +17,10 @@ namespace attnkit {
 // Dtype of queries, fresh keys/values and outputs.
 enum class DType { kFloat32, kFloat16, kBFloat16 };
 
-// Dtype the paged KV cache stores. kAuto = same as the compute dtype. fp8 values carry a
-// per-tensor scale: stored = quantize(x / scale), read = dequantize(stored) * scale.
+// Dtype the paged KV cache stores. kAuto = same as the compute dtype: a user-facing
+// request that selection resolves once (resolve_kv_cache_dtype), so the configurations
+// below the selector carry a concrete dtype. fp8 values carry a per-tensor scale:
+// stored = quantize(x / scale), read = dequantize(stored) * scale.
 enum class KvCacheDType { kAuto, kFloat16, kBFloat16, kFloat32, kFp8E4M3, kFp8E5M2 };
 
 enum class AttentionType {
@@ -70,11 +72,18 @@ std::span<const E> all_values();
 template <typename E>
 std::string valid_spellings();
 
+// The one place KvCacheDType::kAuto is given a meaning: the KV-cache dtype that stores
+// `compute` unchanged (float32 -> float32, float16 -> float16, bfloat16 -> bfloat16); a
+// concrete `kv` comes back as it is. Selection calls it where it builds a layer's
+// SelectorConfig and AttentionLayerParams (selector/layer_config.h); everything else that
+// meets a kAuto (a hand-built configuration) reads it through this function.
+ATTNKIT_API KvCacheDType resolve_kv_cache_dtype(KvCacheDType kv, DType compute);
+
 ATTNKIT_API size_t size_of(ScalarType t);
 ATTNKIT_API ScalarType scalar_type_of(DType d);
-// The storage type of a KV cache; kAuto resolves to the compute dtype.
+// The storage type of a KV cache: of resolve_kv_cache_dtype(kv, compute).
 ATTNKIT_API ScalarType scalar_type_of(KvCacheDType kv, DType compute);
-// Bytes per element of a KV cache dtype (kAuto resolves to the compute dtype).
+// Bytes per element of a KV cache dtype (of resolve_kv_cache_dtype(kv, compute)).
 ATTNKIT_API size_t kv_cache_dtype_bytes(KvCacheDType kv, DType compute);
 ATTNKIT_API bool is_fp8(KvCacheDType kv);
 

@@ -41,7 +41,7 @@ struct ATTNKIT_API Explanation {
   ModelDescription model;
   Platform platform;
   DType dtype = DType::kBFloat16;
-  KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
+  KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;  // as requested (may be auto)
   std::optional<int> block_size;
   AttentionConfig attention;
   std::vector<LayerOutcome> layers;  // one per model layer, in order
@@ -49,6 +49,11 @@ struct ATTNKIT_API Explanation {
   // False when this binary cannot run some chosen backend on the platform (a platform
   // described rather than present, e.g. cuda:9.0 on a CPU-only build); notes say why.
   bool runnable = true;
+  // What the layers' configurations carry: kv_cache_dtype resolved against dtype, as
+  // selection resolved it (resolve_kv_cache_dtype).
+  KvCacheDType resolved_kv_cache_dtype() const {
+    return resolve_kv_cache_dtype(kv_cache_dtype, dtype);
+  }
   std::vector<std::string> notes;     // distinct binary reasons
   std::vector<std::string> warnings;  // the model's and the selector's, distinct
   // Per chosen backend, the kernel variant that will run (kernel_variant()).
@@ -81,10 +86,10 @@ ATTNKIT_API std::string to_text(const Explanation& explanation);
 // not apply):
 // {"schema_version", "model", "model_type", "architecture", "source", "platform",
 // "platform_is_local",
-//  "runnable", "notes", "dtype", "kv_cache_dtype", "block_size", "attention_config",
-//  "warnings", "kernel_variants": {"BACKEND": variant}, "cuda_graphs": {"BACKEND": support},
-//  "options": {"NAME": value}, "layers": [{"index", "name", "layer_type", "is_attention", "kind",
-//  "attn_type",
+//  "runnable", "notes", "dtype", "kv_cache_dtype" (as requested, may be "auto"),
+//  "resolved_kv_cache_dtype" (what the layers carry), "block_size", "attention_config", "warnings",
+//  "kernel_variants": {"BACKEND": variant}, "cuda_graphs": {"BACKEND": support}, "options":
+//  {"NAME": value}, "layers": [{"index", "name", "layer_type", "is_attention", "kind", "attn_type",
 //              "num_heads", "num_kv_heads", "head_size", "head_size_v", "scale",
 //              "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla",
 //              "backend", "chosen_by", "requested", "rejected": {"NAME": [reasons]},

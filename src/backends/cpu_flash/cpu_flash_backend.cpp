@@ -17,9 +17,9 @@ class CpuFlashBackend final : public AttentionBackend {
            "chosen at run time, OpenMP threads, GQA packing, split-KV decode";
   }
   const BackendCapabilities& capabilities() const override { return cpu_flash_capabilities(); }
-  std::unique_ptr<MetadataBuilder> make_builder(const KvCacheSpec& spec,
+  std::unique_ptr<MetadataBuilder> make_builder(const KvCacheSpec& /*spec*/,
                                                 const AttentionLayerParams& layer) const override {
-    return std::make_unique<cpu::CpuFlashBuilder>(spec, layer);
+    return std::make_unique<cpu::CpuFlashBuilder>(layer);
   }
   std::unique_ptr<AttentionImpl> make_impl(const AttentionLayerParams& layer) const override {
     return std::make_unique<cpu::CpuFlashImpl>(layer);

@@ -1,7 +1,7 @@
 #pragma once
-// CPU_FLASH's per-step plan (AttentionMetadata) and its builder. build() validates the
-// common metadata, cuts the batch into work items (flash_plan.h) and sizes the scratch
-// once per step; every layer's forward() then only runs.
+// CPU_FLASH's per-step plan (AttentionMetadata) and its builder. build() checks the
+// common metadata (check_common_metadata), cuts the batch into work items (flash_plan.h) and sizes
+// the scratch once per step; every layer's forward() then only runs.
 
 #include <memory>
 
@@ -28,19 +28,15 @@ class CpuFlashMetadata final : public AttentionMetadata {
 
 class CpuFlashBuilder final : public MetadataBuilder {
  public:
-  CpuFlashBuilder(const KvCacheSpec& spec, const AttentionLayerParams& layer);
-  // Throws Error(kInvalidArgument) naming the inconsistent field of `common`.
+  explicit CpuFlashBuilder(const AttentionLayerParams& layer);
+  // Throws Error(kInvalidArgument) naming the inconsistent field of `common` (the shared
+  // check_common_metadata()).
   const AttentionMetadata& build(const CommonAttentionMetadata& common,
                                  const ExecutionContext& ctx) override;
 
  private:
-  KvCacheSpec spec_;
   AttentionLayerParams layer_;
   CpuFlashMetadata metadata_;
 };
-
-// Whether a layer of this attention type reads its keys from the fresh K/V rather than a
-// paged cache (encoder and encoder-only self-attention).
-bool uses_contiguous_kv(AttentionType type);
 
 }  // namespace attnkit::cpu

@@ -26,7 +26,7 @@ CpuMlaBuilder::CpuMlaBuilder(const AttentionLayerParams& layer) : layer_(layer) 
 
 const AttentionMetadata& CpuMlaBuilder::build(const CommonAttentionMetadata& common,
                                               const ExecutionContext& /*ctx*/) {
-  check_common_metadata(common, "CPU_MLA");
+  check_common_metadata(common, layer_, "CPU_MLA");
   for (int i = 0; i < common.num_reqs; ++i) {
     const auto s = static_cast<size_t>(i);
     const int q_len = common.query_start_loc[s + 1] - common.query_start_loc[s];

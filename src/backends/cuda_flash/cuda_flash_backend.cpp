@@ -25,7 +25,6 @@ const BackendCapabilities& flash_capabilities() {
 // CUDA_FLASH reads K/V straight into the tensor cores, so the cache must hold the compute
 // dtype: a reason when `kv_cache_dtype` resolves to anything else, else empty.
 std::string flash_kv_dtype_reason(DType dtype, KvCacheDType kv_cache_dtype) {
-  if (kv_cache_dtype == KvCacheDType::kAuto) return {};
   if (scalar_type_of(kv_cache_dtype, dtype) == scalar_type_of(dtype)) return {};
   return "kv_cache_dtype " + std::string(to_string(kv_cache_dtype)) + " differs from dtype " +
          std::string(to_string(dtype)) +

@@ -29,23 +29,11 @@ cuda::PlanShape mla_plan_shape(const AttentionLayerParams& layer, int num_sms) {
 cuda::CudaPlan plan_mla_step(const AttentionLayerParams& layer,
                              const CommonAttentionMetadata& common, int num_sms,
                              const MlaPlanBounds& bounds) {
-  check_common_metadata(common, "CUDA_MLA");
+  check_common_metadata(common, layer, "CUDA_MLA");  // also: lengths fit the block table
   if (common.block_size <= 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "CUDA_MLA: block_size " + std::to_string(common.block_size) +
                     " must be positive (MLA always reads the paged latent cache)");
-  }
-  for (int i = 0; i < common.num_reqs; ++i) {
-    const int seq_len = common.seq_lens[static_cast<size_t>(i)];
-    const int64_t needed =
-        (static_cast<int64_t>(seq_len) + common.block_size - 1) / common.block_size;
-    if (needed > common.max_blocks_per_req) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "CUDA_MLA: request " + std::to_string(i) + " needs " + std::to_string(needed) +
-                      " blocks of " + std::to_string(common.block_size) + " for seq_len " +
-                      std::to_string(seq_len) + " but max_blocks_per_req is " +
-                      std::to_string(common.max_blocks_per_req));
-    }
   }
   cuda::PlanShape shape = mla_plan_shape(layer, num_sms);
   shape.causal = shape.causal && common.causal;

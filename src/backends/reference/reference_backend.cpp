@@ -12,8 +12,8 @@ BackendCapabilities reference_capabilities() {
   BackendCapabilities caps;
   caps.platform = PlatformKind::kCpu;
   caps.dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
-  caps.kv_cache_dtypes = {KvCacheDType::kAuto,    KvCacheDType::kFloat16, KvCacheDType::kBFloat16,
-                          KvCacheDType::kFloat32, KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2};
+  caps.kv_cache_dtypes = {KvCacheDType::kFloat16, KvCacheDType::kBFloat16, KvCacheDType::kFloat32,
+                          KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2};
   caps.head_sizes = SizeRule::any();
   caps.separate_v_head_size = true;
   caps.kernel_block_sizes = SizeRule::any();
@@ -42,9 +42,9 @@ class ReferenceBackend final : public AttentionBackend {
            "oracle for all tests";
   }
   const BackendCapabilities& capabilities() const override { return caps_; }
-  std::unique_ptr<MetadataBuilder> make_builder(
-      const KvCacheSpec& /*spec*/, const AttentionLayerParams& /*layer*/) const override {
-    return make_reference_builder();
+  std::unique_ptr<MetadataBuilder> make_builder(const KvCacheSpec& /*spec*/,
+                                                const AttentionLayerParams& layer) const override {
+    return make_reference_builder(layer);
   }
   std::unique_ptr<AttentionImpl> make_impl(const AttentionLayerParams& layer) const override {
     return make_reference_impl(layer);

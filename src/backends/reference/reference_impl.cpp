@@ -22,14 +22,16 @@ class ReferencePlan final : public AttentionMetadata {
 
 class ReferenceBuilder final : public MetadataBuilder {
  public:
+  explicit ReferenceBuilder(const AttentionLayerParams& layer) : layer_(layer) {}
   const AttentionMetadata& build(const CommonAttentionMetadata& common,
                                  const ExecutionContext& /*ctx*/) override {
-    check_common_metadata(common, "REFERENCE");
+    check_common_metadata(common, layer_, "REFERENCE");
     plan_.reset(common);
     return plan_;
   }
 
  private:
+  AttentionLayerParams layer_;
   ReferencePlan plan_;
 };
 
@@ -56,8 +58,8 @@ class ReferenceImpl final : public AttentionImpl {
 
 }  // namespace
 
-std::unique_ptr<MetadataBuilder> make_reference_builder() {
-  return std::make_unique<ReferenceBuilder>();
+std::unique_ptr<MetadataBuilder> make_reference_builder(const AttentionLayerParams& layer) {
+  return std::make_unique<ReferenceBuilder>(layer);
 }
 
 std::unique_ptr<AttentionImpl> make_reference_impl(const AttentionLayerParams& layer) {

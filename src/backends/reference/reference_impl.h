@@ -7,7 +7,8 @@
 
 namespace attnkit {
 
-std::unique_ptr<MetadataBuilder> make_reference_builder();
+// A builder for a KV-cache group whose layers all have `layer` shapes.
+std::unique_ptr<MetadataBuilder> make_reference_builder(const AttentionLayerParams& layer);
 std::unique_ptr<AttentionImpl> make_reference_impl(const AttentionLayerParams& layer);
 
 }  // namespace attnkit
