@@ -24,6 +24,7 @@
 
 #include "attnkit/bench/attention_bench.h"
 #include "attnkit/bench/machine_ceilings.h"
+#include "attnkit/bench/scalar_baseline.h"
 #include "attnkit/core/error.h"
 #include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/registry/registry.h"

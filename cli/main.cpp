@@ -15,7 +15,9 @@
 #include "commands.h"
 #include "plugin_option.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("attnkit"));
   CLI::App app{
       "attnkit: pluggable attention backends over a paged KV cache. Backends declare what "
@@ -44,4 +46,19 @@ int main(int argc, char** argv) {
     return 2;
   }
   return 0;
+}
+
+}  // namespace
+
+// Setting up the logger and the commands may throw too (allocation, a logger name taken):
+// nothing escapes main.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "attnkit: internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "attnkit: internal error: unknown exception\n";
+  }
+  return 2;
 }

@@ -56,6 +56,7 @@ namespace {
 template <typename E>
 std::string join_enums(const std::vector<E>& values) {
   std::vector<std::string_view> names;
+  names.reserve(values.size());
   for (E v : values) names.push_back(to_string(v));
   return fmt::format("{}", fmt::join(names, ", "));
 }

@@ -162,7 +162,8 @@ void check_slots_against_table(const ForwardArgs& a, const ForwardCheckOptions& 
       const int q_len = q_len_of(c, i);
       const int first = c.seq_lens[static_cast<size_t>(i)] - q_len;
       for (int j = 0; j < q_len; ++j) {
-        const auto row = static_cast<size_t>(c.query_start_loc[static_cast<size_t>(i)] + j);
+        const size_t row =
+            static_cast<size_t>(c.query_start_loc[static_cast<size_t>(i)]) + static_cast<size_t>(j);
         const int64_t slot = c.slot_mapping[row];
         if (slot < 0) continue;
         const int position = first + j;

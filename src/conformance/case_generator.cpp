@@ -139,6 +139,7 @@ class Generator {
 
   std::vector<float> sinks(int heads) const {
     std::vector<float> s;
+    s.reserve(static_cast<size_t>(heads));
     for (int h = 0; h < heads; ++h) s.push_back(-1.0f + 0.7f * static_cast<float>(h % 6));
     return s;
   }

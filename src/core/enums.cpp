@@ -76,6 +76,8 @@ constexpr ScalarType kScalarTypeValues[] = {
 
 template <typename E>
 struct Table;
+// E is a type: the check takes `Spelling<E>>` for an expression that needs parentheses.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define ATTNKIT_ENUM_TABLE(E, spellings, values, what_name)        \
   template <>                                                      \
   struct Table<E> {                                                \
@@ -83,6 +85,7 @@ struct Table;
     static constexpr std::span<const E> all{values};               \
     static constexpr std::string_view what = what_name;            \
   };
+// NOLINTEND(bugprone-macro-parentheses)
 ATTNKIT_ENUM_TABLE(DType, kDTypes, kDTypeValues, "dtype")
 ATTNKIT_ENUM_TABLE(KvCacheDType, kKvCacheDTypes, kKvCacheDTypeValues, "KV cache dtype")
 ATTNKIT_ENUM_TABLE(AttentionType, kAttentionTypes, kAttentionTypeValues, "attention type")
@@ -147,20 +150,16 @@ ATTNKIT_INSTANTIATE(ScalarType)
 
 size_t size_of(ScalarType t) {
   switch (t) {
+    case ScalarType::kInt64:
+      return 8;
     case ScalarType::kFloat32:
+    case ScalarType::kInt32:
       return 4;
     case ScalarType::kFloat16:
-      return 2;
     case ScalarType::kBFloat16:
       return 2;
     case ScalarType::kFp8E4M3:
-      return 1;
     case ScalarType::kFp8E5M2:
-      return 1;
-    case ScalarType::kInt32:
-      return 4;
-    case ScalarType::kInt64:
-      return 8;
     case ScalarType::kUInt8:
       return 1;
   }

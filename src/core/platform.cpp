@@ -97,6 +97,7 @@ std::string Platform::kernels_in_binary_reason() const {
     if (compute_capability() >= arch) return {};
   }
   std::vector<std::string> names;
+  names.reserve(archs.size());
   for (int arch : archs) names.push_back(fmt::format("sm_{}", arch));
   return fmt::format("this binary has no kernels for sm_{} (it carries {})", compute_capability(),
                      fmt::join(names, ", "));

@@ -3,7 +3,7 @@
 // (queries, a paged KV cache with blocks in random physical order, the step's new K/V),
 // warm-up, then the median of timed forward() calls (cache update + attention, the plan
 // built once beforehand as in a real step). Shared by bench/cpu_attention_bench.cpp and
-// `attnkit bench`.
+// `attnkit bench`; the scalar peer it compares against is scalar_baseline.h.
 //
 // To keep the KV cache from living in the last-level cache between repeats (a real model
 // reads other layers' KV in between), the cache is replicated into enough "layers" that
@@ -71,13 +71,6 @@ struct ATTNKIT_API Timing {
 // serve the shape (with its reasons) or cannot run here (no device, not in this binary).
 ATTNKIT_API Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
                                 const TimingOptions& options);
-
-// Times a straightforward single-threaded scalar implementation (per query and head:
-// scalar dot products, materialised scores, two-pass softmax, scalar weighted sum) over
-// the same kind of inputs. When the work exceeds `max_flops`, it is timed on KV head 0's
-// query heads only and scaled by num_kv_heads (every KV head costs the same).
-ATTNKIT_API Timing time_scalar_baseline(const BenchShape& shape, const TimingOptions& options,
-                                        double max_flops = 4e9);
 
 // A shape with one KV head and its query group (for timing slow peers on a sample of the
 // heads; multiply the time by shape.num_kv_heads).

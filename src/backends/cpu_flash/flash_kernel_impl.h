@@ -264,7 +264,7 @@ class ItemKernel {
           continue;
         }
         V acc[L];
-        for (int j = 0; j < L; ++j) acc[j] = Ops::zero();
+        for (V& a : acc) a = Ops::zero();
         const float* qrow = q_ + int64_t{r} * d_;
         for (int c = 0; c < d_; c += L) {
           const V qv = Ops::load(qrow + c);
@@ -326,7 +326,7 @@ class ItemKernel {
   void transpose_keys() {
     using BV = typename Ops::BV;
     auto* kt = reinterpret_cast<uint16_t*>(kf_);
-    for (int c = 0; c < d_; c += 32) {
+    for (int64_t c = 0; c < d_; c += 32) {
       const bool full = c + 32 <= d_;  // else 16 elements (8 pairs) are left
       BV key_rows[16];
 #pragma GCC unroll 16
@@ -397,7 +397,7 @@ class ItemKernel {
     }
 #pragma GCC unroll 8
     for (int rr = 0; rr < 8; ++rr) s[rr] = Ops::zero();
-    for (int c = 0; c < d_; c += 2) {
+    for (int64_t c = 0; c < d_; c += 2) {
       const auto kv = Ops::load_bf16_pairs(kt + c * 16);
 #pragma GCC unroll 8
       for (int rr = 0; rr < 8; ++rr)
@@ -422,7 +422,7 @@ class ItemKernel {
     for (int g = 0; g < 4; ++g) {
       V acc[16];
 #pragma GCC unroll 16
-      for (int i = 0; i < 16; ++i) acc[i] = Ops::zero();
+      for (V& a : acc) a = Ops::zero();
       const Storage* const* k = kp_ + 4 * g;
       int c = 0;
       for (; c + 32 <= d_; c += 32) {
@@ -469,9 +469,9 @@ class ItemKernel {
     for (int rr = 0; rr < 4; ++rr) {
       if (rr < nr) {
         const V a = Ops::set1(alpha_[r0 + rr]);
-        const float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+        const float* orow = o_ + int64_t{r0 + rr} * dv_ + int64_t{c0} * L;
 #pragma GCC unroll 4
-        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
+        for (int64_t cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
       } else {
 #pragma GCC unroll 4
         for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::zero();
@@ -480,7 +480,7 @@ class ItemKernel {
     for (int j = 0; j < n; ++j) {
       V vv[NC];
 #pragma GCC unroll 4
-      for (int cc = 0; cc < NC; ++cc) {
+      for (int64_t cc = 0; cc < NC; ++cc) {
         if constexpr (kFromTile) {
           vv[cc] = Ops::load(vrow_[j] + (c0 + cc) * L);
         } else {
@@ -499,9 +499,9 @@ class ItemKernel {
 #pragma GCC unroll 4
     for (int rr = 0; rr < 4; ++rr) {
       if (rr < nr) {
-        float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+        float* orow = o_ + int64_t{r0 + rr} * dv_ + int64_t{c0} * L;
 #pragma GCC unroll 4
-        for (int cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
+        for (int64_t cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
       }
     }
   }
@@ -541,7 +541,7 @@ class ItemKernel {
       const Storage* a = vp_[2 * q];
       const Storage* b = 2 * q + 1 < n ? vp_[2 * q + 1] : nullptr;
       uint16_t* dst = vt + int64_t{q} * vecs * 32;
-      int c = 0;
+      int64_t c = 0;
       for (; c + 32 <= dv_; c += 32) {
         BV lo, hi;
         Ops::interleave_bf16(Ops::load_bf16_pairs(a + c),
@@ -574,19 +574,19 @@ class ItemKernel {
     for (int rr = 0; rr < 4; ++rr) {
       if (rr < nr) {
         const V a = Ops::set1(alpha_[r0 + rr]);
-        const float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+        const float* orow = o_ + int64_t{r0 + rr} * dv_ + int64_t{c0} * L;
 #pragma GCC unroll 4
-        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
+        for (int64_t cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
       } else {
 #pragma GCC unroll 4
         for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::zero();
       }
     }
-    for (int q = 0; q < pairs; ++q) {
+    for (int64_t q = 0; q < pairs; ++q) {
       typename Ops::BV vv[NC];
 #pragma GCC unroll 4
       for (int cc = 0; cc < NC; ++cc) {
-        vv[cc] = Ops::load_bf16_pairs(vt + (int64_t{q} * vecs + c0 + cc) * 32);
+        vv[cc] = Ops::load_bf16_pairs(vt + (q * vecs + c0 + cc) * 32);
       }
 #pragma GCC unroll 4
       for (int rr = 0; rr < 4; ++rr) {
@@ -603,9 +603,9 @@ class ItemKernel {
 #pragma GCC unroll 4
     for (int rr = 0; rr < 4; ++rr) {
       if (rr < nr) {
-        float* orow = o_ + int64_t{r0 + rr} * dv_ + c0 * L;
+        float* orow = o_ + int64_t{r0 + rr} * dv_ + int64_t{c0} * L;
 #pragma GCC unroll 4
-        for (int cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
+        for (int64_t cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
       }
     }
   }

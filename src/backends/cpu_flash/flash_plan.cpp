@@ -108,8 +108,8 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
       for (int h = h0; h < h0 + pack; ++h) {
         plan.splits[static_cast<size_t>(t.seq) * num_kv_heads + h] = splits;
         if (splits > 1) {
-          plan.merges.push_back(
-              {t.seq, h, t.q_begin, t.q_end, splits, base + (h - h0) * splits * stride, stride});
+          plan.merges.push_back({t.seq, h, t.q_begin, t.q_end, splits,
+                                 base + int64_t{h - h0} * splits * stride, stride});
         }
       }
       for (int sp = 0; sp < splits; ++sp) {
@@ -128,7 +128,7 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
         }
         items.push_back(it);
       }
-      if (splits > 1) partial_at += pack * splits * stride;
+      if (splits > 1) partial_at += int64_t{pack} * splits * stride;
     }
   }
   // Longest first: with dynamic scheduling this bounds the tail by the shortest items.

@@ -29,12 +29,14 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
   const int H = p.num_heads, D = p.head_size, DV = p.head_size_v;
   const int tokens = item.token_end - item.token_begin;
   const int rows = tokens * H;
-  float* qf = scratch;          // [rows, D]
-  float* acc = qf + rows * D;   // [rows, DV]
-  float* kt = acc + rows * DV;  // [L, D]
-  float* prob = kt + L * D;     // [L] of the current row
-  float* m = prob + rows * L;   // [rows]
-  float* l = m + rows;          // [rows]
+  // Row stride (floats) of qf and kt, widened once: the offsets below are formed in 64 bits.
+  const int64_t ld = D;
+  float* qf = scratch;                   // [rows, D]
+  float* acc = qf + rows * ld;           // [rows, DV]
+  float* kt = acc + int64_t{rows} * DV;  // [L, D]
+  float* prob = kt + L * ld;             // [L] of the current row
+  float* m = prob + int64_t{rows} * L;   // [rows]
+  float* l = m + rows;                   // [rows]
 
   // Visible keys of each token of the item (attnkit/kernels/mask.h).
   attnkit::KeySpan visible[attnkit::cpu_mla::kMaxTileTokens];
@@ -67,7 +69,7 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
     const int n = std::min(L, item.key_end - k0);
     // 1. One read of each latent row, for every head.
     for (int j = 0; j < L; ++j) {
-      float* row = kt + j * D;
+      float* row = kt + j * ld;
       if (j >= n) {
         std::fill(row, row + D, 0.0f);
         continue;
@@ -84,12 +86,12 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
       V dots[4][L];
       for (int j0 = 0; j0 < L; j0 += 4) {
         V a[4][4];
-        for (int ri = 0; ri < 4; ++ri)
-          for (int jj = 0; jj < 4; ++jj) a[ri][jj] = Ops::zero();
-        const float* k_rows = kt + j0 * D;
+        for (auto& a_row : a)
+          for (V& x : a_row) x = Ops::zero();
+        const float* k_rows = kt + j0 * ld;
         for (int c = 0; c < D; c += L) {
           V kv[4];
-          for (int jj = 0; jj < 4; ++jj) kv[jj] = Ops::load(k_rows + jj * D + c);
+          for (int jj = 0; jj < 4; ++jj) kv[jj] = Ops::load(k_rows + jj * ld + c);
           for (int ri = 0; ri < 4; ++ri) {
             // Rows past the end repeat the last row (their results are dropped).
             const V q = Ops::load(qf + static_cast<int64_t>(r0 + std::min(ri, nr - 1)) * D + c);
@@ -120,13 +122,13 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
         for (int c = 0; c < DV; c += 4 * L) {
           const int nb = std::min(4, (DV - c) / L);
           V ov[4];
-          for (int b = 0; b < nb; ++b) ov[b] = Ops::mul(Ops::load(o + c + b * L), va);
+          for (int64_t b = 0; b < nb; ++b) ov[b] = Ops::mul(Ops::load(o + c + b * L), va);
           for (int j = first; j < end; ++j) {
             const V pj = Ops::set1(prob[j]);
-            const float* vrow = kt + j * D + c;
-            for (int b = 0; b < nb; ++b) ov[b] = Ops::fmadd(pj, Ops::load(vrow + b * L), ov[b]);
+            const float* vrow = kt + j * ld + c;
+            for (int64_t b = 0; b < nb; ++b) ov[b] = Ops::fmadd(pj, Ops::load(vrow + b * L), ov[b]);
           }
-          for (int b = 0; b < nb; ++b) Ops::store(o + c + b * L, ov[b]);
+          for (int64_t b = 0; b < nb; ++b) Ops::store(o + c + b * L, ov[b]);
         }
       }
     }

@@ -87,7 +87,7 @@ struct MlaConfig {
       kQBytes + STAGES * kStageBytes + kSBytes + kPBytes + kRowStateBytes;
   // CTAs of this configuration one sm_90 SM holds (228 KiB of shared memory, 1 KiB of it
   // reserved per CTA): what the planner sizes its waves by.
-  static constexpr int kCtasPerSm90 = static_cast<int>((228u * 1024u) / (kSmemBytes + 1024u));
+  static constexpr int kCtasPerSm90 = static_cast<int>(size_t{228} * 1024 / (kSmemBytes + 1024));
 
   static_assert(M_TILES % S_WARP_M_TILES == 0, "S-phase warps own whole m16 tiles");
   static_assert(kWarps % (kMGroups * K_SPLIT) == 0, "warps must tile (row groups x k splits)");

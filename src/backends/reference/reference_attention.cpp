@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "attnkit/core/error.h"
@@ -56,7 +57,8 @@ void attend_row(const PagedAttentionParams& p, int token, int head, int kv_len, 
   for (int d = 0; d < p.head_size; ++d) q[d] = load_as_float(p.q, p.q_dtype, q_base + d);
 
   const bool has_sink = p.sinks != nullptr;
-  double max_score = has_sink ? static_cast<double>(p.sinks[head]) : -INFINITY;
+  double max_score =
+      has_sink ? static_cast<double>(p.sinks[head]) : -std::numeric_limits<double>::infinity();
   const int n = range.size();
   scores.assign(static_cast<size_t>(n), 0.0);
   for (int i = 0; i < n; ++i) {

@@ -72,7 +72,7 @@ struct Ops {
   // Lane j of the result = sum of the lanes of a[j] (transpose-and-add tree).
   static V reduce_lanes(const V* a) {
     V b[4];
-    for (int i = 0; i < 4; ++i) {
+    for (int64_t i = 0; i < 4; ++i) {
       b[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]),
                            _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
     }

@@ -72,11 +72,11 @@ struct Ops {
   static V reduce_lanes_by(const V* a) {
     constexpr auto op = &Op::apply;
     V b[8], c[4];
-    for (int i = 0; i < 8; ++i) {
+    for (int64_t i = 0; i < 8; ++i) {
       b[i] = op(_mm512_unpacklo_ps(a[2 * i], a[2 * i + 1]),
                 _mm512_unpackhi_ps(a[2 * i], a[2 * i + 1]));
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int64_t i = 0; i < 4; ++i) {
       c[i] = op(_mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                 _mm512_shuffle_ps(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
     }
@@ -121,10 +121,10 @@ struct Ops {
     BV out[16];
     transpose16(in, out);
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) _mm512_storeu_si512(dst + 32 * i, out[i]);
+    for (int64_t i = 0; i < 8; ++i) _mm512_storeu_si512(dst + 32 * i, out[i]);
     if (n > 8) {
 #pragma GCC unroll 8
-      for (int i = 8; i < 16; ++i) _mm512_storeu_si512(dst + 32 * i, out[i]);
+      for (int64_t i = 8; i < 16; ++i) _mm512_storeu_si512(dst + 32 * i, out[i]);
     }
   }
   // out[r] 128-bit block g = in[g] block r (a 4x4 transpose of 4-lane blocks).
