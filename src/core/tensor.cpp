@@ -71,7 +71,6 @@ DLDataType to_dl_dtype(ScalarType t) {
     // dlpack 0.6 has no fp8 codes: fp8 travels as raw bytes (uint8); the dtype is known
     // from the KV-cache dtype the layer was configured with.
     case ScalarType::kFp8E4M3:
-      return {kDLUInt, 8, 1};
     case ScalarType::kFp8E5M2:
       return {kDLUInt, 8, 1};
     case ScalarType::kInt32:

@@ -152,9 +152,9 @@ void KvCacheManager::free_request(RequestId id) {
   }
   for (const std::vector<int32_t>& table : it->second.tables) {
     // Tail first, so the most recent blocks are reused last (as vLLM frees).
-    for (auto b = table.rbegin(); b != table.rend(); ++b) {
-      if (*b != BlockPool::kNullBlock) pool_.release(*b);
-    }
+    std::for_each(table.rbegin(), table.rend(), [&](int32_t b) {
+      if (b != BlockPool::kNullBlock) pool_.release(b);
+    });
   }
   requests_.erase(it);
 }

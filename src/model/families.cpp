@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iterator>
 #include <string_view>
 
 #include "attnkit/core/error.h"
@@ -43,6 +44,7 @@ constexpr std::array kLayerTypeWords = {
 
 std::string valid_layer_type_words() {
   std::vector<std::string> words;
+  words.reserve(std::size(kLayerTypeWords));
   for (const auto& w : kLayerTypeWords) words.emplace_back(w.word);
   std::sort(words.begin(), words.end());
   return fmt::format("{}", fmt::join(words, ", "));

@@ -230,8 +230,8 @@ std::string plugin_backend_name(const AttnkitBackendDesc& desc) {
 
 std::unique_ptr<AttentionBackend> make_plugin_backend(std::shared_ptr<PluginLibrary> library,
                                                       const AttnkitBackendDesc& desc) {
-  PluginRef ref{library, &desc, plugin_backend_name(desc)};
-  const std::string what = fmt::format("plugin backend {} ({})", ref.name, library->path());
+  PluginRef ref{std::move(library), &desc, plugin_backend_name(desc)};
+  const std::string what = fmt::format("plugin backend {} ({})", ref.name, ref.library->path());
   check_struct_size(what, desc.struct_size, kBackendDescV1Size);
   const std::pair<bool, const char*> required[] = {
       {desc.capabilities != nullptr, "capabilities"},
@@ -251,7 +251,7 @@ std::unique_ptr<AttentionBackend> make_plugin_backend(std::shared_ptr<PluginLibr
   BackendCapabilities caps = capabilities_from_c(*desc.capabilities, ref.name);
   std::string description = desc.description != nullptr ? desc.description : "";
   description +=
-      fmt::format(" [plugin {}]", std::filesystem::path(library->path()).filename().string());
+      fmt::format(" [plugin {}]", std::filesystem::path(ref.library->path()).filename().string());
   return std::make_unique<PluginBackend>(std::move(ref), std::move(description), std::move(caps));
 }
 

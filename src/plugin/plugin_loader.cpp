@@ -104,6 +104,7 @@ PluginLoadReport load_plugin(const std::string& path, BackendRegistry& registry,
     for (const Candidate& c : candidates) found = found || c.name == custom_target;
     if (!found) {
       std::vector<std::string> names;
+      names.reserve(candidates.size());
       for (const Candidate& c : candidates) names.push_back(c.name);
       throw rejected(path, fmt::format("register_as_custom names {}, which this plugin does not "
                                        "register (it registers: {})",

@@ -130,8 +130,8 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
   }
 }
 
-ModelRunner::ModelRunner(ModelDescription model, const Platform& platform, const Selector& selector,
-                         RunnerOptions options) {
+ModelRunner::ModelRunner(const ModelDescription& model, const Platform& platform,
+                         const Selector& selector, RunnerOptions options) {
   if (!platform.is_local) {
     throw Error(ErrorCode::kUnsupported,
                 fmt::format("platform {} is only described, not this machine's: attnkit run "

@@ -336,12 +336,12 @@ class ModelRunner::Impl::StepLoop {
     const AttentionLayerParams& p = layer.params;
     const bool cross = p.attn_type == AttentionType::kEncoderDecoder;
     const double kv_token_bytes =
-        layer.kv_spec.has_cache()
-            ? static_cast<double>(layer.kv_spec.bytes_per_token())
-            : static_cast<double>(p.num_kv_heads) * (p.head_size + p.head_size_v) * elem_;
-    double bytes =
-        static_cast<double>(num_rows) * p.num_heads * (p.head_size + p.head_size_v) * elem_ +
-        static_cast<double>(num_kv_rows) * kv_token_bytes;
+        layer.kv_spec.has_cache() ? static_cast<double>(layer.kv_spec.bytes_per_token())
+                                  : static_cast<double>(p.num_kv_heads) *
+                                        (p.head_size + p.head_size_v) * static_cast<double>(elem_);
+    double bytes = static_cast<double>(num_rows) * p.num_heads * (p.head_size + p.head_size_v) *
+                       static_cast<double>(elem_) +
+                   static_cast<double>(num_kv_rows) * kv_token_bytes;
     for (const ScheduledChunk& c : step.chunks) {
       const RequestSpec& r = scheduler_.request(c.request_id);
       double keys = 0;
@@ -413,7 +413,7 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
   report.kv_cache_dtype = std::string(to_string(options.kv_cache_dtype));
   report.notes = notes;
   if (one_pass) {
-    report.notes.push_back(
+    report.notes.emplace_back(
         "encoder-only model: each prompt runs in one pass without a KV "
         "cache (output length taken as 1)");
   }
@@ -425,7 +425,8 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
   StepLoop loop(*this, requests, one_pass, report);
   loop.run_steps();
   report.wall_seconds = seconds_since(wall_start);
-  report.tokens_per_s = report.engine_seconds > 0 ? report.tokens / report.engine_seconds : 0.0;
+  report.tokens_per_s =
+      report.engine_seconds > 0 ? static_cast<double>(report.tokens) / report.engine_seconds : 0.0;
   report.attention_gb_per_s =
       report.attention_seconds > 0 ? report.attention_bytes / report.attention_seconds / 1e9 : 0.0;
   loop.report_groups();

@@ -92,7 +92,7 @@ class ATTNKIT_API ModelRunner {
   // `platform` must be this machine's: its CPU, or its CUDA device (tensors and the KV
   // cache then live in device memory; needs a CUDA build). Throws Error when selection
   // fails, for a described (not local) platform, or when the cache options are bad.
-  ModelRunner(ModelDescription model, const Platform& platform, const Selector& selector,
+  ModelRunner(const ModelDescription& model, const Platform& platform, const Selector& selector,
               RunnerOptions options);
   ~ModelRunner();
   ModelRunner(const ModelRunner&) = delete;
