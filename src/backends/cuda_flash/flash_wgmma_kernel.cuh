@@ -297,6 +297,17 @@ __device__ __forceinline__ void issue_pv(float (&o)[C::D / 2], const uint32_t (&
   sm90::wgmma_commit();
 }
 
+// Whether the key tile starting at kb straddles a boundary (kv_end, the causal diagonal, a
+// window edge or a chunk) for the consumer's rows: only such tiles are masked.
+template <typename C>
+__device__ __forceinline__ bool tile_needs_mask(const PagedAttentionParams& p,
+                                                const ScoreRule& rule, int kb) {
+  constexpr int BN = C::BN;
+  return kb + BN > rule.kv_end ||
+         (p.causal && (kb + BN - 1 > rule.pos_min || p.chunk_size > 0 ||
+                       (p.sliding_window > 0 && kb <= rule.pos_max - p.sliding_window)));
+}
+
 // Sets the scores of the keys this thread's two rows do not see to -inf.
 template <typename C>
 __device__ __forceinline__ void mask_scores(float (&s)[C::BN / 2], const KeyWindow (&windows)[2],
@@ -358,13 +369,7 @@ __device__ __forceinline__ void softmax_tile(float (&s)[C::BN / 2], float (&m)[2
     for (int i = 0; i < C::BN / 2; ++i) s[i] = rule.cap_out * fast_tanh(s[i] * rule.cap_in);
   }
   const int kb = kv_begin + tile * C::BN;
-  // Mask only tiles that straddle a boundary (kv_end, the causal diagonal, a window edge
-  // or a chunk) for the consumer's rows.
-  const bool need_mask =
-      kb + C::BN > rule.kv_end ||
-      (p.causal && (kb + C::BN - 1 > rule.pos_min || p.chunk_size > 0 ||
-                    (p.sliding_window > 0 && kb <= rule.pos_max - p.sliding_window)));
-  if (need_mask) mask_scores<C>(s, rule.windows, kb, t);
+  if (tile_needs_mask<C>(p, rule, kb)) mask_scores<C>(s, rule.windows, kb, t);
   online_softmax_update<C>(s, m, l, alpha, rule.scale_log2);
 }
 
