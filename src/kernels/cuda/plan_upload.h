@@ -91,7 +91,8 @@ class PlanUpload {
   std::unique_ptr<DeviceMemory> memory_;
   HostStaging staging_;
   DeviceBuffer pinned_[2];
-  void* copied_[2] = {nullptr, nullptr};  // cudaEvent_t recorded after each half's copy
+  // cudaEvent_t recorded after each half's copy (unused in a build without CUDA).
+  [[maybe_unused]] void* copied_[2] = {nullptr, nullptr};
   int next_half_ = 0;
   bool reserved_ = false;
   UploadCapacity capacity_;
