@@ -84,7 +84,9 @@ def below(layers, name, seen=None):
 
 
 def owner_of_public(layers, header):
-    if header == "attnkit/build_config.h":  # generated into core's include path
+    # Generated into core's include path (build_config.h by configure_file, export.h by
+    # GenerateExportHeader): every layer sees them.
+    if header in ("attnkit/build_config.h", "attnkit/export.h"):
         return "attnkit_core"
     best = None
     for layer in layers.values():
