@@ -3,8 +3,8 @@
 // single-threaded scalar attention over the same inputs as time_backend() (same shapes,
 // random values and paged KV cache, attention_bench.h).
 
-#include "attnkit/export.h"
 #include "attnkit/bench/attention_bench.h"
+#include "attnkit/export.h"
 
 namespace attnkit::bench {
 
@@ -13,6 +13,6 @@ namespace attnkit::bench {
 // the same kind of inputs. When the work exceeds `max_flops`, it is timed on KV head 0's
 // query heads only and scaled by num_kv_heads (every KV head costs the same).
 ATTNKIT_API Timing time_scalar_baseline(const BenchShape& shape, const TimingOptions& options,
-                            double max_flops = 4e9);
+                                        double max_flops = 4e9);
 
 }  // namespace attnkit::bench

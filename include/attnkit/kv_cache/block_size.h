@@ -46,8 +46,8 @@ ATTNKIT_API std::optional<int> common_kernel_block_size(
 // served by `backends` (distinct, non-null, at least one). `what` names the group in
 // error messages (e.g. "sliding_window(512) layers 0-4"). Throws Error(kInvalidArgument)
 // for a user size some backend rejects, Error(kUnsupported) when no size fits them all.
-ATTNKIT_API GroupBlockSize ATTNKIT_API
-ATTNKIT_API choose_group_block_size(const KvCacheSpec& spec, std::span<const AttentionBackend* const> backends,
+ATTNKIT_API GroupBlockSize
+choose_group_block_size(const KvCacheSpec& spec, std::span<const AttentionBackend* const> backends,
                         std::optional<int> user_block_size, const std::string& what);
 
 // Largest cache block size attnkit plans (bounds the search and page-size unification).
