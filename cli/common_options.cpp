@@ -12,12 +12,6 @@ CLI::Option* add_platform_option(CLI::App& command, std::string& text) {
                             "default: this machine");
 }
 
-Platform resolve_platform(const std::string& text) {
-  if (!text.empty()) return parse_platform(text);
-  if (std::optional<Platform> gpu = local_cuda_platform()) return *gpu;
-  return cpu_platform();
-}
-
 CLI::Option* add_json_flag(CLI::App& command, bool& json) {
   return command.add_flag("--json", json, "Print JSON instead of text");
 }

@@ -15,9 +15,7 @@ namespace attnkit::cli {
 // --platform P: "cpu" or "cuda:MAJOR.MINOR" (e.g. cuda:9.0), to ask what would happen on a
 // machine one does not have. Empty (the default) = this machine.
 CLI::Option* add_platform_option(CLI::App& command, std::string& text);
-// The platform --platform names; empty = this machine: its first GPU when this binary has
-// CUDA and one is present, else its CPU.
-Platform resolve_platform(const std::string& text);
+// The platform --platform names: attnkit::resolve_platform() (core/platform.h).
 
 // --json: machine-readable output on stdout instead of text.
 CLI::Option* add_json_flag(CLI::App& command, bool& json);

@@ -157,4 +157,10 @@ Platform parse_platform(std::string_view text) {
   return p;
 }
 
+Platform resolve_platform(std::string_view text) {
+  if (!text.empty()) return parse_platform(text);
+  if (std::optional<Platform> gpu = local_cuda_platform()) return *gpu;
+  return cpu_platform();
+}
+
 }  // namespace attnkit

@@ -30,6 +30,10 @@ class DeviceKvMemoryAllocator final : public KvMemoryAllocator {
 
 }  // namespace
 
+std::shared_ptr<KvMemoryAllocator> make_kv_allocator(std::shared_ptr<DeviceMemory> memory) {
+  return std::make_shared<DeviceKvMemoryAllocator>(std::move(memory));
+}
+
 DeviceIo::DeviceIo(PlatformKind platform) {
   if (platform == PlatformKind::kCuda) memory_ = make_cuda_memory(0);
 }

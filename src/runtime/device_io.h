@@ -15,6 +15,9 @@
 
 namespace attnkit {
 
+// KV-cache memory from `memory` (zero-filled, so the null block reads as zeros).
+std::shared_ptr<KvMemoryAllocator> make_kv_allocator(std::shared_ptr<DeviceMemory> memory);
+
 class DeviceIo {
  public:
   // Throws Error(kUnsupported) for CUDA when this binary has no CUDA or no device.

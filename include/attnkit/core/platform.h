@@ -61,6 +61,9 @@ struct ATTNKIT_API Platform {
 ATTNKIT_API Platform parse_platform(std::string_view text);
 // The local CPU.
 ATTNKIT_API Platform cpu_platform();
+// The platform `text` names (parse_platform); empty = this machine: its first GPU when this
+// binary has CUDA and one is present, else its CPU.
+ATTNKIT_API Platform resolve_platform(std::string_view text);
 // The local GPU `device` when this binary has CUDA and a GPU is present, else nullopt.
 ATTNKIT_API std::optional<Platform> local_cuda_platform(int device = 0);
 

@@ -1,0 +1,31 @@
+# Whether to build the Python extension (python/CMakeLists.txt): ATTNKIT_BUILD_PYTHON=ON
+# requires Python's development headers and nanobind (pip install nanobind), AUTO builds
+# it when both are found and says why not otherwise, OFF never. Sets ATTNKIT_HAS_PYTHON.
+set(ATTNKIT_HAS_PYTHON OFF)
+if(SKBUILD)
+  set(ATTNKIT_BUILD_PYTHON ON)
+endif()
+if(NOT ATTNKIT_BUILD_PYTHON STREQUAL "OFF")
+  find_package(Python 3.10 COMPONENTS Interpreter Development.Module QUIET)
+  set(reason "")
+  if(NOT Python_FOUND)
+    set(reason "no Python 3.10+ with development headers")
+  else()
+    execute_process(COMMAND ${Python_EXECUTABLE} -m nanobind --cmake_dir
+      OUTPUT_VARIABLE nanobind_cmake_dir OUTPUT_STRIP_TRAILING_WHITESPACE
+      RESULT_VARIABLE nanobind_missing ERROR_QUIET)
+    if(nanobind_missing)
+      set(reason "nanobind is not installed for ${Python_EXECUTABLE} (pip install nanobind)")
+    else()
+      set(nanobind_DIR ${nanobind_cmake_dir})
+    endif()
+  endif()
+  if(reason STREQUAL "")
+    set(ATTNKIT_HAS_PYTHON ON)
+    message(STATUS "attnkit: Python extension ON (${Python_EXECUTABLE}, nanobind ${nanobind_cmake_dir})")
+  elseif(ATTNKIT_BUILD_PYTHON STREQUAL "ON")
+    message(FATAL_ERROR "attnkit: ATTNKIT_BUILD_PYTHON=ON but ${reason}")
+  else()
+    message(STATUS "attnkit: Python extension OFF: ${reason}")
+  endif()
+endif()

@@ -1,0 +1,33 @@
+#pragma once
+// Pieces of the attnkit._core extension module shared by its source files.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <string>
+
+#include "attnkit/core/tensor.h"
+#include "attnkit/model/model_description.h"
+
+namespace attnkit::python {
+
+namespace nb = nanobind;
+
+// Any DLPack producer's array (NumPy, PyTorch, JAX, CuPy) on any device, any dtype: the
+// checks are attnkit's own (from_dlpack, forward_check), so that Python gets the C++
+// library's messages.
+using AnyArray = nb::ndarray<nb::ro>;
+using AnyWritableArray = nb::ndarray<>;
+
+// The view of an array without a copy: attnkit::from_dlpack() of its DLPack description
+// (so unsupported dtypes and devices are the library's errors, naming them).
+TensorView view_of(const nb::ndarray<nb::ro>& array);
+TensorView view_of(const nb::ndarray<>& array);
+
+// A model given as ("path", path-or-embedded-name) or ("json", config.json text, name).
+ModelDescription load_model_source(const std::string& kind, const std::string& source,
+                                   const std::string& name);
+
+void bind_selection(nb::module_& m);
+void bind_stack(nb::module_& m);
+
+}  // namespace attnkit::python
