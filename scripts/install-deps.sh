@@ -18,8 +18,11 @@ packages=(
   libbenchmark-dev
   clang-format
   clang-tidy  # make tidy (clang-tidy-14, run-clang-tidy-14)
-  # scripts/check_layers.py (make check-layers)
+  # scripts/check_layers.py (make check-layers); the Python package (python/): headers to
+  # build its extension, pip for python/requirements-test.txt (below)
   python3
+  python3-dev
+  python3-pip
   # scripts/check_install.sh (make check-install): builds examples/embed with pkg-config
   pkgconf
   # tests/json/json_schema_test.py: every --json output against docs/schemas/
@@ -39,8 +42,24 @@ for package in "${packages[@]}"; do
   fi
 done
 
+# The Python tooling the build and tests/python need, from PyPI, for the python3 on PATH
+# (the interpreter CMake finds): only when one is missing.
+install_python_requirements() {
+  local requirements
+  requirements="$(dirname "$0")/../python/requirements-test.txt"
+  if python3 -c "import nanobind, pytest, numpy, jsonschema, scikit_build_core" 2>/dev/null; then
+    echo "install-deps: the Python requirements are installed"
+    return
+  fi
+  echo "install-deps: pip install -r python/requirements-test.txt"
+  # Debian's own python3 is externally managed (PEP 668): install for the user there.
+  python3 -m pip install -q -r "$requirements" ||
+    python3 -m pip install -q --user --break-system-packages -r "$requirements"
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages are installed"
+  install_python_requirements
   exit 0
 fi
 
@@ -57,3 +76,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update
 "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+install_python_requirements
