@@ -78,6 +78,15 @@ TensorView view_of_array(const Array& a) {
 TensorView view_of(const nb::ndarray<nb::ro>& array) { return view_of_array(array); }
 TensorView view_of(const nb::ndarray<>& array) { return view_of_array(array); }
 
+std::optional<int> checked_block_size(std::optional<int> block_size) {
+  if (block_size && *block_size <= 0) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        "block_size must be a positive number of tokens, got " + std::to_string(*block_size));
+  }
+  return block_size;
+}
+
 ModelDescription load_model_source(const std::string& kind, const std::string& source,
                                    const std::string& name) {
   if (kind == "path") return load_model(source);

@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <optional>
 #include <string>
 
 #include "attnkit/core/tensor.h"
@@ -26,6 +27,10 @@ TensorView view_of(const nb::ndarray<>& array);
 // A model given as ("path", path-or-embedded-name) or ("json", config.json text, name).
 ModelDescription load_model_source(const std::string& kind, const std::string& source,
                                    const std::string& name);
+
+// A user's cache block size: nullopt stays nullopt; a non-positive one is
+// Error(kInvalidArgument) naming it.
+std::optional<int> checked_block_size(std::optional<int> block_size);
 
 void bind_selection(nb::module_& m);
 void bind_stack(nb::module_& m);

@@ -20,43 +20,19 @@ std::string backends_json(const std::string& platform) {
   return backends_to_json(resolve_platform(platform)).dump();
 }
 
-ExplainRequest explain_request(const std::string& platform, const std::optional<std::string>& dtype,
-                               const std::string& kv_cache_dtype, std::optional<int> block_size,
-                               const std::string& attention_config) {
+// The explanation of a model named as load_model_source() takes it, with the CLI's options.
+Explanation explain_model(const std::string& model_kind, const std::string& model_source,
+                          const std::string& model_name, const std::string& platform,
+                          const std::optional<std::string>& dtype,
+                          const std::string& kv_cache_dtype, std::optional<int> block_size,
+                          const std::string& attention_config) {
   ExplainRequest request;
   request.platform = resolve_platform(platform);
   if (dtype) request.dtype = parse<DType>(*dtype);
   request.kv_cache_dtype = parse<KvCacheDType>(kv_cache_dtype);
-  if (block_size) {
-    if (*block_size <= 0) {
-      throw Error(
-          ErrorCode::kInvalidArgument,
-          "block_size must be a positive number of tokens, got " + std::to_string(*block_size));
-    }
-    request.block_size = block_size;
-  }
+  request.block_size = checked_block_size(block_size);
   request.attention = load_attention_config(attention_config);
-  return request;
-}
-
-std::string explain_json(const std::string& model_kind, const std::string& model_source,
-                         const std::string& model_name, const std::string& platform,
-                         const std::optional<std::string>& dtype, const std::string& kv_cache_dtype,
-                         std::optional<int> block_size, const std::string& attention_config) {
-  const ModelDescription model = load_model_source(model_kind, model_source, model_name);
-  const ExplainRequest request =
-      explain_request(platform, dtype, kv_cache_dtype, block_size, attention_config);
-  return to_json(explain(model, request)).dump();
-}
-
-std::string explain_text(const std::string& model_kind, const std::string& model_source,
-                         const std::string& model_name, const std::string& platform,
-                         const std::optional<std::string>& dtype, const std::string& kv_cache_dtype,
-                         std::optional<int> block_size, const std::string& attention_config) {
-  const ModelDescription model = load_model_source(model_kind, model_source, model_name);
-  const ExplainRequest request =
-      explain_request(platform, dtype, kv_cache_dtype, block_size, attention_config);
-  return to_text(explain(model, request));
+  return explain(load_model_source(model_kind, model_source, model_name), request);
 }
 
 }  // namespace
@@ -67,14 +43,31 @@ void bind_selection(nb::module_& m) {
   m.def(
       "backends_text", [](const std::string& p) { return backends_to_text(resolve_platform(p)); },
       nb::arg("platform"), "`attnkit backends` for a platform ('' = this machine)");
-  m.def("explain_json", &explain_json, nb::arg("model_kind"), nb::arg("model_source"),
-        nb::arg("model_name"), nb::arg("platform"), nb::arg("dtype").none(),
-        nb::arg("kv_cache_dtype"), nb::arg("block_size").none(), nb::arg("attention_config"),
-        "`attnkit explain --json`");
-  m.def("explain_text", &explain_text, nb::arg("model_kind"), nb::arg("model_source"),
-        nb::arg("model_name"), nb::arg("platform"), nb::arg("dtype").none(),
-        nb::arg("kv_cache_dtype"), nb::arg("block_size").none(), nb::arg("attention_config"),
-        "`attnkit explain`");
+  m.def(
+      "explain_json",
+      [](const std::string& kind, const std::string& source, const std::string& name,
+         const std::string& platform, const std::optional<std::string>& dtype,
+         const std::string& kv_cache_dtype, std::optional<int> block_size,
+         const std::string& attention_config) {
+        return to_json(explain_model(kind, source, name, platform, dtype, kv_cache_dtype,
+                                     block_size, attention_config))
+            .dump();
+      },
+      nb::arg("model_kind"), nb::arg("model_source"), nb::arg("model_name"), nb::arg("platform"),
+      nb::arg("dtype").none(), nb::arg("kv_cache_dtype"), nb::arg("block_size").none(),
+      nb::arg("attention_config"), "`attnkit explain --json`");
+  m.def(
+      "explain_text",
+      [](const std::string& kind, const std::string& source, const std::string& name,
+         const std::string& platform, const std::optional<std::string>& dtype,
+         const std::string& kv_cache_dtype, std::optional<int> block_size,
+         const std::string& attention_config) {
+        return to_text(explain_model(kind, source, name, platform, dtype, kv_cache_dtype,
+                                     block_size, attention_config));
+      },
+      nb::arg("model_kind"), nb::arg("model_source"), nb::arg("model_name"), nb::arg("platform"),
+      nb::arg("dtype").none(), nb::arg("kv_cache_dtype"), nb::arg("block_size").none(),
+      nb::arg("attention_config"), "`attnkit explain`");
 }
 
 }  // namespace attnkit::python

@@ -54,6 +54,15 @@ def rows(n, layer, generator, device="cpu", dtype=torch.float32):
     return [(torch.rand(s, generator=generator) * 2 - 1).to(device, dtype) for s in shapes]
 
 
+def start_step(stack, step, layer, generator):
+    """Adds the step's new requests, plans it, and returns fresh q, k, v for its rows."""
+    for request, computed, _ in step:
+        if computed == 0:
+            stack.add_request(request)
+    stack.plan_step(step)
+    return rows(sum(n for *_, n in step), layer, generator)
+
+
 STEPS = [  # (request, computed tokens, new tokens) per step: a prefill, then decodes
     [(0, 0, 13), (1, 0, 5)],
     [(0, 13, 1), (1, 5, 1)],
@@ -67,11 +76,7 @@ def test_eager_ops_match_dense_attention_and_write_the_cache():
     dense, g = Dense(layer), torch.Generator().manual_seed(0)
     cache = stack.kv_cache(layer["index"], "torch")
     for step in STEPS:
-        for request, computed, _ in step:
-            if computed == 0:
-                stack.add_request(request)
-        stack.plan_step(step)
-        q, k, v = rows(sum(n for *_, n in step), layer, g)
+        q, k, v = start_step(stack, step, layer, g)
         out = torch.full_like(q, float("nan"))
         ops.forward(stack, layer["index"], q, k, v, out)
         expected = dense.attend([(r, n) for r, _, n in step], q, k, v)
@@ -96,11 +101,7 @@ def test_compiled_fullgraph_equals_eager():
 
     g = torch.Generator().manual_seed(1)
     for step in STEPS:
-        for request, computed, _ in step:
-            if computed == 0:
-                stack.add_request(request)
-        stack.plan_step(step)
-        q, k, v = rows(sum(n for *_, n in step), layer, g)
+        q, k, v = start_step(stack, step, layer, g)
         out = torch.empty_like(q)
         got = compiled(q, k, v, out)
         eager = ops.attention(stack, index, q * 0.5, k, v)
