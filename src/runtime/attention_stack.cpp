@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
+#include <iterator>
+#include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "attnkit/core/device_memory.h"
 #include "attnkit/core/error.h"
@@ -64,12 +67,16 @@ struct AttentionStack::Impl {
   Selector selector;
   KvCacheConfig kv_config;
   std::vector<StackLayer> layers;
-  std::map<int, size_t> layer_slot;                   // model layer index -> layers[] position
+  // Model layer index -> position in layers (-1: not an attention layer), so that
+  // forward() finds its layer, implementation and plan by indexing alone.
+  std::vector<int> layer_slot;
   std::vector<std::unique_ptr<AttentionImpl>> impls;  // parallel to layers
-  // Per group: one builder per backend that serves a layer of it, and its last plan.
+  std::vector<size_t> builder_of;  // parallel to layers: its builder in its group
+  // Per group: one builder per backend that serves a layer of it, and its last plan
+  // (parallel to builders).
   struct Group {
-    std::map<std::string, std::unique_ptr<MetadataBuilder>> builders;
-    std::map<std::string, const AttentionMetadata*> plans;
+    std::vector<std::pair<std::string, std::unique_ptr<MetadataBuilder>>> builders;
+    std::vector<const AttentionMetadata*> plans;
   };
   std::vector<Group> groups;
   std::shared_ptr<DeviceMemory> memory;  // null on the CPU
@@ -85,8 +92,10 @@ struct AttentionStack::Impl {
         selector(o.attention) {}
 
   size_t slot_of(int layer_index) const {
-    const auto it = layer_slot.find(layer_index);
-    if (it != layer_slot.end()) return it->second;
+    if (layer_index >= 0 && layer_index < static_cast<int>(layer_slot.size()) &&
+        layer_slot[static_cast<size_t>(layer_index)] >= 0) {
+      return static_cast<size_t>(layer_slot[static_cast<size_t>(layer_index)]);
+    }
     std::vector<int> indices;
     for (const StackLayer& layer : layers) indices.push_back(layer.index);
     throw Error(ErrorCode::kNotFound,
@@ -164,7 +173,10 @@ AttentionStack::AttentionStack(const ModelDescription& model, const AttentionSta
     layer.params.layer_index = spec.index;
     layer.params.checked = options.checked;
     layer.selection = layer_plan.selection;
-    s.layer_slot[spec.index] = s.layers.size();
+    if (spec.index >= static_cast<int>(s.layer_slot.size())) {
+      s.layer_slot.resize(static_cast<size_t>(spec.index) + 1, -1);
+    }
+    s.layer_slot[static_cast<size_t>(spec.index)] = static_cast<int>(s.layers.size());
     s.layers.push_back(std::move(layer));
   }
 
@@ -197,12 +209,17 @@ AttentionStack::AttentionStack(const ModelDescription& model, const AttentionSta
     const KvCacheGroup& group = s.kv_config.groups[static_cast<size_t>(layer.group)];
     Impl::Group& g = s.groups[static_cast<size_t>(layer.group)];
     const std::string& backend = layer.selection->backend;
-    if (!g.builders.contains(backend)) {
+    const auto same = [&](const auto& entry) { return entry.first == backend; };
+    auto it = std::find_if(g.builders.begin(), g.builders.end(), same);
+    if (it == g.builders.end()) {
       std::unique_ptr<MetadataBuilder> builder =
           layer.selection->chosen->make_builder(group.spec, layer.params);
       builder->reserve(group_limits(options.limits, group));
-      g.builders.emplace(backend, std::move(builder));
+      g.builders.emplace_back(backend, std::move(builder));
+      g.plans.push_back(nullptr);
+      it = std::prev(g.builders.end());
     }
+    s.builder_of.push_back(static_cast<size_t>(it - g.builders.begin()));
     s.impls.push_back(layer.selection->chosen->make_impl(layer.params));
   }
 }
@@ -281,9 +298,8 @@ void AttentionStack::plan_step(std::span<const StepRequest> batch, const Executi
   s.step = build_step_metadata(*s.kv, batch);
   for (size_t g = 0; g < s.groups.size(); ++g) {
     Impl::Group& group = s.groups[g];
-    group.plans.clear();
-    for (auto& [backend, builder] : group.builders) {
-      group.plans[backend] = &builder->build(s.step[g], ctx);
+    for (size_t b = 0; b < group.builders.size(); ++b) {
+      group.plans[b] = &group.builders[b].second->build(s.step[g], ctx);
     }
   }
 }
@@ -313,7 +329,7 @@ void AttentionStack::forward(int layer_index, const TensorView& query, const Ten
   }
   const StackLayer& layer = s.layers[slot];
   const Impl::Group& group = s.groups[static_cast<size_t>(layer.group)];
-  const AttentionMetadata& plan = *group.plans.at(layer.selection->backend);
+  const AttentionMetadata& plan = *group.plans[s.builder_of[slot]];
   s.impls[slot]->forward(query, key, value, s.storage->tensors(layer_index), plan, output, ctx);
 }
 
