@@ -23,6 +23,20 @@ if(NOT ATTNKIT_ENABLE_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(ATTNKIT_HAS_CUDA ON)
+    # One CUDA runtime for every target: the shared libcudart (the C++ default, as
+    # PyTorch's), or cudart_static linked in (the Python wheel, which must not need the
+    # toolkit's libcudart.so.13 at run time). Streams and the current device are the
+    # driver's, so either runtime works on a caller's stream.
+    set(ATTNKIT_CUDA_RUNTIME "Shared" CACHE STRING "The CUDA runtime: Shared (libcudart.so) or Static (cudart_static)")
+    set_property(CACHE ATTNKIT_CUDA_RUNTIME PROPERTY STRINGS Shared Static)
+    if(ATTNKIT_CUDA_RUNTIME STREQUAL "Shared")
+      set(ATTNKIT_CUDART CUDA::cudart)
+    elseif(ATTNKIT_CUDA_RUNTIME STREQUAL "Static")
+      set(ATTNKIT_CUDART CUDA::cudart_static)
+    else()
+      message(FATAL_ERROR "ATTNKIT_CUDA_RUNTIME is '${ATTNKIT_CUDA_RUNTIME}'; valid: Shared, Static")
+    endif()
+    set(CMAKE_CUDA_RUNTIME_LIBRARY ${ATTNKIT_CUDA_RUNTIME})
   elseif(ATTNKIT_ENABLE_CUDA STREQUAL "ON")
     message(FATAL_ERROR "ATTNKIT_ENABLE_CUDA=ON but no CUDA compiler was found")
   endif()
