@@ -261,23 +261,34 @@ def real_config(name, layers):
     return transformers.AutoConfig.for_model(model_type, **data)
 
 
+# The full-attention kind of each model, which the swap moves to CUDA_PAGED (the automatic
+# selection puts every layer of these models on CUDA_FLASH).
+FULL_KIND = {"gpt-oss-20b": "sink_full_attention"}
+
+
 @pytest.mark.gpu
 @TORCH_CUDA
+@pytest.mark.parametrize("swap", [False, True], ids=["auto", "full-CUDA_PAGED"])
 @pytest.mark.parametrize("name", sorted(GPU_MODELS))
-def test_real_sizes_in_bfloat16_on_cuda(name):
+def test_real_sizes_in_bfloat16_on_cuda(name, swap):
     config = real_config(name, GPU_MODELS[name])
     reference = REFERENCE_ATTENTION.get(config.model_type, "sdpa")
     ours, theirs = model_pair(config, reference, dtype=torch.bfloat16, device="cuda")
     window = getattr(config, "sliding_window", None)
     lengths = [window + 40 if window else 300, 17, 129, 64]  # a prompt beyond the window
     ids, mask = left_padded_batch(lengths, config.vocab_size, device="cuda")
-    cache = akt.PagedCache(ours, kv_cache_bytes=2 << 30)
+    full_kind = FULL_KIND.get(name, "full_attention")
+    attention_config = {"backend_per_kind": {full_kind: "CUDA_PAGED"}} if swap else None
+    cache = akt.PagedCache(ours, attention_config=attention_config, kv_cache_bytes=2 << 30)
 
     got = generate(ours, ids, mask, new_tokens=32, past_key_values=cache)
     want = generate(theirs, ids, mask, new_tokens=32)
 
-    print(f"\n{name}: executed backend per KV-cache group: {cache.executed_backends()}")
-    assert all(b.startswith("CUDA") for names in cache.executed_backends().values() for b in names)
+    executed = cache.executed_backends()
+    print(f"\n{name} ({'swap' if swap else 'auto'}): executed backend per KV-cache group: {executed}")
+    for layer in cache.stack.layers():
+        expected = "CUDA_PAGED" if swap and layer["kind"] == full_kind else "CUDA_FLASH"
+        assert expected in executed[layer["group"]], (layer, executed)
     prompt = ids.shape[1]
     for row in range(len(lengths)):
         flips = (got.sequences[row, prompt:] != want.sequences[row, prompt:]).nonzero().flatten().tolist()
