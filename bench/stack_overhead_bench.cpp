@@ -12,7 +12,8 @@
 // of layer L on that step, measured by the host's wall clock; the device is synchronised after the
 // sample, outside the timed region. On the CPU a call is the whole attention; on CUDA it is what
 // the host spends to launch it, since N calls' launches fit in the launch queue without waiting on
-// the GPU. The reported time is per call.
+// the GPU. An iteration is one sample: the reported time is per sample (divide by N, which the
+// counter calls_per_sample gives).
 #include <benchmark/benchmark.h>
 
 #include <CLI/CLI.hpp>
@@ -129,7 +130,7 @@ void run(benchmark::State& state, const Options& o) {
     }
     const auto stop = std::chrono::steady_clock::now();
     memory->synchronize();
-    state.SetIterationTime(std::chrono::duration<double>(stop - start).count() / o.calls);
+    state.SetIterationTime(std::chrono::duration<double>(stop - start).count());
   }
   state.counters["calls_per_sample"] = o.calls;
   state.SetLabel(stack.layer(o.layer).selection->backend);

@@ -8,6 +8,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <string>
+#include <type_traits>
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
@@ -77,6 +78,65 @@ TensorView view_of_array(const Array& a) {
 
 TensorView view_of(const nb::ndarray<nb::ro>& array) { return view_of_array(array); }
 TensorView view_of(const nb::ndarray<>& array) { return view_of_array(array); }
+
+namespace {
+
+// torch.Tensor and torch._C._to_dlpack once PyTorch is imported (never imported here);
+// leaked, so that nothing is released after the interpreter has finalized.
+struct TorchExport {
+  nb::object tensor_type, to_dlpack;
+};
+
+const TorchExport* torch_export() {
+  static TorchExport& found = *new TorchExport();
+  if (!found.tensor_type.is_valid()) {
+    nb::dict modules = nb::borrow<nb::dict>(nb::module_::import_("sys").attr("modules"));
+    if (!modules.contains("torch")) return nullptr;
+    nb::handle torch = modules["torch"];
+    if (!nb::hasattr(torch, "_C") || !nb::hasattr(torch.attr("_C"), "_to_dlpack")) return nullptr;
+    found.to_dlpack = torch.attr("_C").attr("_to_dlpack");
+    found.tensor_type = torch.attr("Tensor");
+  }
+  return &found;
+}
+
+// "numpy.ndarray", "list": the type as Python code would spell it.
+std::string qualified_type_name(nb::handle object) {
+  const nb::handle type = object.type();
+  const std::string name = nb::cast<std::string>(nb::type_name(type));
+  const std::string module = nb::cast<std::string>(nb::str(type.attr("__module__")));
+  return module == "builtins" ? name : module + "." + name;
+}
+
+template <typename Array>
+ArrayArg<Array> array_arg(nb::handle object, const char* what) {
+  nb::object source = nb::borrow(object);
+  if (const TorchExport* torch = torch_export();
+      torch &&
+      PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(torch->tensor_type.ptr()))) {
+    source = torch->to_dlpack(object);
+  }
+  Array array;
+  if (!nb::try_cast(source, array)) {
+    constexpr bool writable = std::is_same_v<Array, AnyWritableArray>;
+    const std::string message = std::string(what) +
+                                (writable ? ": expected a writable array" : ": expected an array") +
+                                " (a DLPack producer such as NumPy, PyTorch, JAX or CuPy), got " +
+                                qualified_type_name(object);
+    throw nb::type_error(message.c_str());
+  }
+  const TensorView view = view_of_array(array);
+  return {std::move(array), view};
+}
+
+}  // namespace
+
+ArrayArg<AnyArray> input_arg(nb::handle object, const char* what) {
+  return array_arg<AnyArray>(object, what);
+}
+ArrayArg<AnyWritableArray> output_arg(nb::handle object, const char* what) {
+  return array_arg<AnyWritableArray>(object, what);
+}
 
 std::optional<int> checked_block_size(std::optional<int> block_size) {
   if (block_size && *block_size <= 0) {

@@ -24,6 +24,20 @@ using AnyWritableArray = nb::ndarray<>;
 TensorView view_of(const nb::ndarray<nb::ro>& array);
 TensorView view_of(const nb::ndarray<>& array);
 
+// An array argument of a call, held for the call's duration, and its view. A torch.Tensor
+// (or a subclass) is exported with torch._C._to_dlpack, the C exporter Tensor.__dlpack__
+// ends in: that method's Python-level checks and its hand-off to the legacy default stream
+// cost microseconds per tensor, and attnkit runs on PyTorch's current stream (or the
+// caller's stream=, who orders its own inputs). Anything else goes through nanobind's import
+// (__dlpack__ or the buffer protocol). Not an array: TypeError naming `what` and the type.
+template <typename Array>
+struct ArrayArg {
+  Array array;
+  TensorView view;
+};
+ArrayArg<AnyArray> input_arg(nb::handle object, const char* what);
+ArrayArg<AnyWritableArray> output_arg(nb::handle object, const char* what);
+
 // A model given as ("path", path-or-embedded-name) or ("json", config.json text, name).
 ModelDescription load_model_source(const std::string& kind, const std::string& source,
                                    const std::string& name);

@@ -114,10 +114,6 @@ ExecutionContext context(std::optional<uintptr_t> stream, const TensorView& any,
   return ctx;
 }
 
-TensorView optional_view(const std::optional<AnyArray>& a) {
-  return a ? view_of(*a) : TensorView{};
-}
-
 nb::dict layer_dict(const StackLayer& layer) {
   nb::dict d;
   d["index"] = layer.index;
@@ -249,12 +245,15 @@ void bind_stack(nb::module_& m) {
           nb::arg("group"))
       .def(
           "forward",
-          [](AttentionStack& s, int layer, const AnyArray& query,
-             const std::optional<AnyArray>& key, const std::optional<AnyArray>& value,
-             const AnyWritableArray& output, std::optional<uintptr_t> stream) {
-            const TensorView q = view_of(query);
-            s.forward(layer, q, optional_view(key), optional_view(value), view_of(output),
-                      context(stream, q, false));
+          [](AttentionStack& s, int layer, nb::handle query, nb::handle key, nb::handle value,
+             nb::handle output, std::optional<uintptr_t> stream) {
+            const ArrayArg<AnyArray> q = input_arg(query, "query");
+            const auto optional = [](nb::handle a, const char* what) {
+              return a.is_none() ? ArrayArg<AnyArray>{} : input_arg(a, what);
+            };
+            const ArrayArg<AnyArray> k = optional(key, "key"), v = optional(value, "value");
+            const ArrayArg<AnyWritableArray> out = output_arg(output, "output");
+            s.forward(layer, q.view, k.view, v.view, out.view, context(stream, q.view, false));
           },
           nb::arg("layer"), nb::arg("query"), nb::arg("key").none(), nb::arg("value").none(),
           nb::arg("output"), nb::arg("stream").none() = nb::none());

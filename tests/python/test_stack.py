@@ -203,6 +203,14 @@ def test_errors_name_the_bad_value():
         stack.forward(0, q.astype(np.float16), kv, kv, q.copy())
     with pytest.raises(ValueError, match=r"query must be \[tokens, 32, 128\], got float32\[4, 16, 128\]"):
         stack.forward(0, np.zeros((4, 16, 128), np.float32), kv, kv, q.copy())
+    with pytest.raises(TypeError, match="key: expected an array .* got list"):
+        stack.forward(0, q, [[0.0]], kv, q.copy())
+    with pytest.raises(TypeError, match="output: expected a writable array .* got str"):
+        stack.forward(0, q, kv, kv, "out")
+    read_only = q.copy()
+    read_only.flags.writeable = False
+    with pytest.raises(TypeError, match="output: expected a writable array .* got numpy.ndarray"):
+        stack.forward(0, q, kv, kv, read_only)
     with pytest.raises(ValueError, match="no attention sinks"):
         stack.set_sinks(0, np.zeros(32, np.float32))
     with pytest.raises(ValueError, match="device 'tpu'"):
