@@ -26,14 +26,7 @@ out=$2
 export LD_LIBRARY_PATH="$stage/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
 subset='*FlashDecodeSplitKvSixteenRows:*FlashMixedBatch:*PagedMixedBatch:*FlashSinks:*PagedKvFp8E4M3:*FlashEncoderOnlyContiguous:*FlashHndLayoutBlock32:*FlashPrefillCausalD128Bf16:*FlashDecodeSplitKvD256Bf16:*FlashSoftCap'
-step() {  # name log limit command...  (appends to OUT/log)
-  local name=$1 log=$2 limit=$3
-  shift 3
-  local t0=$SECONDS
-  echo "== $name: $*" >>"$out/$log"
-  timeout "$limit" "$@" >>"$out/$log" 2>&1
-  echo "== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
-}
+. "$(dirname "$0")/device_step.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$out/summary.txt"
 step conformance conformance.log 100 "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="All/*"
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/conformance.log" | tee -a "$out/summary.txt"

@@ -18,14 +18,7 @@ stage=$1
 out=$2
 export LD_LIBRARY_PATH="$stage/lib:${LD_LIBRARY_PATH:-}"
 summary=$out/summary.txt
-step() {  # name log limit command...
-  local name=$1 log=$2 limit=$3
-  shift 3
-  local t0=$SECONDS
-  echo "== $name: $*" >>"$out/$log"
-  timeout "$limit" "$@" >>"$out/$log" 2>&1
-  echo "== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$summary"
-}
+. "$(dirname "$0")/device_step.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$summary"
 part=${PART:-all}
 if [ "$part" != bench ]; then

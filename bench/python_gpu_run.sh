@@ -31,14 +31,7 @@ fi
 export LD_LIBRARY_PATH="$work/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export ATTNKIT_CLI="$work/bin/attnkit" PYTHONUNBUFFERED=1
 summary=$out/summary.txt
-step() {  # name log limit command...
-  local name=$1 log=$2 limit=$3
-  shift 3
-  local t0=$SECONDS
-  echo "== $name: $*" >>"$out/$log"
-  timeout "$limit" "$@" >>"$out/$log" 2>&1
-  echo "== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$summary"
-}
+. "$(dirname "$0")/device_step.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$summary"
 python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)" >>"$summary" 2>&1
 lscpu | grep -E "Model name|^CPU\(s\)" >>"$summary"
