@@ -90,6 +90,12 @@ nb::object cache_array(const TensorView& v, nb::handle owner) {
   return nb::cast(array, nb::rv_policy::reference);
 }
 
+// A cudaStream_t as Python hands it over: an integer (torch's cuda_stream, CuPy's ptr).
+// The handle is an integer by contract, so the cast is the conversion itself.
+void* stream_handle(uintptr_t value) {
+  return reinterpret_cast<void*>(value);  // NOLINT(performance-no-int-to-ptr)
+}
+
 // The stream a forward() or plan_step() without one runs on: for CUDA arrays while
 // PyTorch is loaded, PyTorch's current stream of the array's device (what torch ops use);
 // otherwise the legacy default stream (pass stream= for CuPy or JAX streams).
@@ -103,13 +109,12 @@ void* default_stream(const TensorView& any) {
     if (!modules.contains("torch")) return nullptr;
     current_raw_stream = modules["torch"].attr("_C").attr("_cuda_getCurrentRawStream");
   }
-  const auto raw = nb::cast<uintptr_t>(current_raw_stream(any.device.index));
-  return reinterpret_cast<void*>(raw);
+  return stream_handle(nb::cast<uintptr_t>(current_raw_stream(any.device.index)));
 }
 
 ExecutionContext context(std::optional<uintptr_t> stream, const TensorView& any, bool graph) {
   ExecutionContext ctx;
-  ctx.stream = stream ? reinterpret_cast<void*>(*stream) : default_stream(any);
+  ctx.stream = stream ? stream_handle(*stream) : default_stream(any);
   ctx.graph_shape = graph;
   return ctx;
 }
