@@ -114,6 +114,13 @@ ArrayArg<Array> array_arg(nb::handle object, const char* what) {
   if (const TorchExport* torch = torch_export();
       torch &&
       PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(torch->tensor_type.ptr()))) {
+    // Tensor.__dlpack__ refuses these too: attnkit has no backward pass.
+    if (nb::cast<bool>(object.attr("requires_grad"))) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  std::string(what) +
+                      ": a tensor that requires grad; attnkit has no backward pass, so pass "
+                      "tensor.detach() or run under torch.no_grad()");
+    }
     source = torch->to_dlpack(object);
   }
   Array array;

@@ -28,8 +28,9 @@ TensorView view_of(const nb::ndarray<>& array);
 // (or a subclass) is exported with torch._C._to_dlpack, the C exporter Tensor.__dlpack__
 // ends in: that method's Python-level checks and its hand-off to the legacy default stream
 // cost microseconds per tensor, and attnkit runs on PyTorch's current stream (or the
-// caller's stream=, who orders its own inputs). Anything else goes through nanobind's import
-// (__dlpack__ or the buffer protocol). Not an array: TypeError naming `what` and the type.
+// caller's stream=, who orders its own inputs); a tensor that requires grad is refused, as
+// __dlpack__ refuses it. Anything else goes through nanobind's import (__dlpack__ or the
+// buffer protocol). Not an array: TypeError naming `what` and the type.
 template <typename Array>
 struct ArrayArg {
   Array array;

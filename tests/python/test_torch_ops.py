@@ -168,6 +168,22 @@ def test_stack_errors_come_through_the_op():
         ops.attention(stack, 0, q, k, v)
 
 
+def test_tensors_that_require_grad_are_refused():
+    """attnkit has no backward pass: like Tensor.__dlpack__, forward() refuses them."""
+    stack = make_stack()
+    layer = stack.layers()[0]
+    stack.add_request(0)
+    stack.plan_step([(0, 0, 3)])
+    q, k, v = rows(3, layer, torch.Generator().manual_seed(6))
+    out = torch.empty_like(q)
+    with pytest.raises(ValueError, match="query: a tensor that requires grad.*tensor.detach"):
+        stack.forward(0, q.clone().requires_grad_(), k, v, out)
+    with pytest.raises(ValueError, match="output: a tensor that requires grad"):
+        stack.forward(0, q, k, v, out.clone().requires_grad_())
+    stack.forward(0, q, k, v, out)  # the same call without grad runs
+    assert torch.isfinite(out).all()
+
+
 @pytest.mark.gpu
 @TORCH_CUDA
 def test_cuda_graph_replays_with_new_sequence_lengths():
