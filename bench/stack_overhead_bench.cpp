@@ -58,21 +58,8 @@ Rows random_rows(DeviceMemory& memory, Device device, ScalarType dtype, int64_t 
                  int64_t heads, int64_t head_size, std::mt19937& rng) {
   const int64_t n = tokens * heads * head_size;
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(static_cast<size_t>(n));
-  for (float& v : values) v = normal(rng);
-  const size_t element = dtype == ScalarType::kFloat32 ? 4 : 2;
-  std::vector<uint8_t> bytes(static_cast<size_t>(n) * element);
-  for (int64_t i = 0; i < n; ++i) {
-    if (dtype == ScalarType::kFloat32) {
-      reinterpret_cast<float*>(bytes.data())[i] = values[static_cast<size_t>(i)];
-    } else if (dtype == ScalarType::kBFloat16) {
-      reinterpret_cast<uint16_t*>(bytes.data())[i] =
-          float_to_bf16_bits(values[static_cast<size_t>(i)]);
-    } else {
-      reinterpret_cast<uint16_t*>(bytes.data())[i] =
-          float_to_half_bits(values[static_cast<size_t>(i)]);
-    }
-  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * size_of(dtype));
+  for (int64_t i = 0; i < n; ++i) store_from_float(bytes.data(), dtype, i, normal(rng));
   Rows rows{DeviceBuffer(memory, bytes.size()), {}};
   memory.copy_to_device(rows.buffer.data(), bytes.data(), bytes.size());
   rows.view = TensorView::contiguous(rows.buffer.data(), dtype, {tokens, heads, head_size}, device);
