@@ -76,29 +76,21 @@ TensorView view_of_array(const Array& a) {
 
 }  // namespace
 
-TensorView view_of(const nb::ndarray<nb::ro>& array) { return view_of_array(array); }
-TensorView view_of(const nb::ndarray<>& array) { return view_of_array(array); }
-
-namespace {
-
-// torch.Tensor and torch._C._to_dlpack once PyTorch is imported (never imported here);
-// leaked, so that nothing is released after the interpreter has finalized.
-struct TorchExport {
-  nb::object tensor_type, to_dlpack;
-};
-
-const TorchExport* torch_export() {
-  static TorchExport& found = *new TorchExport();
+// Leaked, so that nothing is released after the interpreter has finalized.
+const TorchHooks* torch_hooks() {
+  static TorchHooks& found = *new TorchHooks();
   if (!found.tensor_type.is_valid()) {
     nb::dict modules = nb::borrow<nb::dict>(nb::module_::import_("sys").attr("modules"));
     if (!modules.contains("torch")) return nullptr;
-    nb::handle torch = modules["torch"];
-    if (!nb::hasattr(torch, "_C") || !nb::hasattr(torch.attr("_C"), "_to_dlpack")) return nullptr;
-    found.to_dlpack = torch.attr("_C").attr("_to_dlpack");
-    found.tensor_type = torch.attr("Tensor");
+    const nb::object c = modules["torch"].attr("_C");
+    found.to_dlpack = c.attr("_to_dlpack");
+    found.current_raw_stream = nb::getattr(c, "_cuda_getCurrentRawStream", nb::none());
+    found.tensor_type = modules["torch"].attr("Tensor");
   }
   return &found;
 }
+
+namespace {
 
 // "numpy.ndarray", "list": the type as Python code would spell it.
 std::string qualified_type_name(nb::handle object) {
@@ -111,7 +103,7 @@ std::string qualified_type_name(nb::handle object) {
 template <typename Array>
 ArrayArg<Array> array_arg(nb::handle object, const char* what) {
   nb::object source = nb::borrow(object);
-  if (const TorchExport* torch = torch_export();
+  if (const TorchHooks* torch = torch_hooks();
       torch &&
       PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(torch->tensor_type.ptr()))) {
     // Tensor.__dlpack__ refuses these too: attnkit has no backward pass.

@@ -19,12 +19,18 @@ namespace nb = nanobind;
 using AnyArray = nb::ndarray<nb::ro>;
 using AnyWritableArray = nb::ndarray<>;
 
-// The view of an array without a copy: attnkit::from_dlpack() of its DLPack description
-// (so unsupported dtypes and devices are the library's errors, naming them).
-TensorView view_of(const nb::ndarray<nb::ro>& array);
-TensorView view_of(const nb::ndarray<>& array);
+// PyTorch's pieces the bindings call, once PyTorch is imported (never imported here):
+// nullptr before. current_raw_stream is None in a PyTorch without CUDA.
+struct TorchHooks {
+  nb::object tensor_type;         // torch.Tensor
+  nb::object to_dlpack;           // torch._C._to_dlpack
+  nb::object current_raw_stream;  // torch._C._cuda_getCurrentRawStream
+};
+const TorchHooks* torch_hooks();
 
-// An array argument of a call, held for the call's duration, and its view. A torch.Tensor
+// An array argument of a call, held for the call's duration, and its view: the library's
+// from_dlpack() of its DLPack description (so unsupported dtypes and devices are the
+// library's errors, naming them). A torch.Tensor
 // (or a subclass) is exported with torch._C._to_dlpack, the C exporter Tensor.__dlpack__
 // ends in: that method's Python-level checks and its hand-off to the legacy default stream
 // cost microseconds per tensor, and attnkit runs on PyTorch's current stream (or the

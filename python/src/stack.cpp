@@ -101,15 +101,9 @@ void* stream_handle(uintptr_t value) {
 // otherwise the legacy default stream (pass stream= for CuPy or JAX streams).
 void* default_stream(const TensorView& any) {
   if (any.device.type != DeviceType::kCuda) return nullptr;
-  // torch._C._cuda_getCurrentRawStream, looked up once; leaked, so that no Python object
-  // is released after the interpreter has finalized.
-  static nb::object& current_raw_stream = *new nb::object();
-  if (!current_raw_stream.is_valid()) {
-    nb::dict modules = nb::borrow<nb::dict>(nb::module_::import_("sys").attr("modules"));
-    if (!modules.contains("torch")) return nullptr;
-    current_raw_stream = modules["torch"].attr("_C").attr("_cuda_getCurrentRawStream");
-  }
-  return stream_handle(nb::cast<uintptr_t>(current_raw_stream(any.device.index)));
+  const TorchHooks* torch = torch_hooks();
+  if (!torch || torch->current_raw_stream.is_none()) return nullptr;
+  return stream_handle(nb::cast<uintptr_t>(torch->current_raw_stream(any.device.index)));
 }
 
 ExecutionContext context(std::optional<uintptr_t> stream, const TensorView& any, bool graph) {
