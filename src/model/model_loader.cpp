@@ -3,11 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/json_text.h"
 #include "attnkit/core/layer_kind.h"
 #include "model/config_reader.h"
 #include "model/embedded_models.h"
@@ -32,7 +31,11 @@ std::optional<DType> dtype_of(const ConfigReader& cfg) {
   for (std::string_view key : {"torch_dtype", "dtype"}) {
     const auto& j = cfg.json();
     auto it = j.find(std::string(key));
-    if (it == j.end() || !it->is_string()) continue;
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_string()) {
+      cfg.fail(key, fmt::format("must be a dtype name such as \"bfloat16\", got {}",
+                                model_detail::short_dump(*it)));
+    }
     try {
       return parse<DType>(it->get<std::string>());
     } catch (const Error&) {
@@ -40,18 +43,6 @@ std::optional<DType> dtype_of(const ConfigReader& cfg) {
     }
   }
   return std::nullopt;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error(
-        ErrorCode::kNotFound,
-        fmt::format("Cannot read model config '{}': the file cannot be opened", path.string()));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 std::string embedded_list() { return fmt::format("{}", fmt::join(embedded_model_names(), ", ")); }
@@ -109,16 +100,9 @@ ModelDescription parse_model_config_text(std::string_view text, std::string_view
                                          std::string_view source) {
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    // parse_error, or out_of_range for a number too large for a double (found by
-    // fuzzing). Drop nlohmann's "[json.exception.parse_error.101] " tag; keep the position.
-    std::string what = e.what();
-    if (auto pos = what.find("] ");
-        what.rfind("[json.exception", 0) == 0 && pos != std::string::npos) {
-      what = what.substr(pos + 2);
-    }
-    fail_config(source, fmt::format("invalid JSON: {}", what));
+    config = parse_json_text(text);
+  } catch (const JsonTextError& e) {
+    fail_config(source, fmt::format("invalid JSON: {}", e.what()));
   }
   return parse_model_config(config, name, source);
 }
@@ -126,17 +110,13 @@ ModelDescription parse_model_config_text(std::string_view text, std::string_view
 ModelDescription load_model_file(const std::filesystem::path& path) {
   std::filesystem::path file = path;
   if (std::filesystem::is_directory(file)) file /= "config.json";
-  if (!std::filesystem::is_regular_file(file)) {
-    throw Error(ErrorCode::kNotFound,
-                fmt::format("Model config file '{}' does not exist", file.string()));
-  }
   // A snapshot's file is config.json; its folder carries the model's name.
   std::string name = file.stem().string();
   if (name == "config" && file.has_parent_path()) {
     const std::string parent = file.parent_path().filename().string();
     if (!parent.empty() && parent != ".") name = parent;
   }
-  return parse_model_config_text(read_file(file), name, file.string());
+  return parse_model_config_text(read_document(file, "Model config file"), name, file.string());
 }
 
 ModelDescription load_model(std::string_view path_or_name) {

@@ -4,11 +4,10 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/json_text.h"
 #include "attnkit/core/options.h"
 
 namespace attnkit {
@@ -35,7 +34,7 @@ const std::string& expect_string(const nlohmann::json& value, std::string_view w
   if (!value.is_string()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Attention config: {} must be a string, got {} {}", where,
-                            value.type_name(), value.dump()));
+                            value.type_name(), json_excerpt(value)));
   }
   return value.get_ref<const std::string&>();
 }
@@ -75,16 +74,15 @@ AttentionConfig parse_attention_config(std::string_view json_text,
                                        const BackendRegistry& registry) {
   nlohmann::json root;
   try {
-    root = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    // parse_error, or out_of_range for a number too large for a double (found by fuzzing).
+    root = parse_json_text(json_text);
+  } catch (const JsonTextError& e) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Attention config is not valid JSON: {}", e.what()));
   }
   if (!root.is_object()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Attention config must be a JSON object, got {} {}", root.type_name(),
-                            root.dump()));
+                            json_excerpt(root)));
   }
 
   AttentionConfig config;
@@ -97,7 +95,7 @@ AttentionConfig parse_attention_config(std::string_view json_text,
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("Attention config: 'backend_per_kind' must be an object mapping "
                                 "KV cache group kinds to backend names, got {} {}",
-                                value.type_name(), value.dump()));
+                                value.type_name(), json_excerpt(value)));
       }
       for (const auto& [kind_text, name] : value.items()) {
         KvCacheKind kind;
@@ -159,18 +157,22 @@ AttentionConfig load_attention_config(std::string_view text_or_path,
   if (first != std::string_view::npos && text_or_path[first] == '{') {
     config = parse_attention_config(text_or_path, registry);
   } else if (!text_or_path.empty()) {
-    const std::string path(text_or_path);
-    std::ifstream file(path);
-    if (!file) {
-      throw Error(ErrorCode::kNotFound,
-                  fmt::format("Cannot read attention config file '{}'", path));
+    // A path, or @path as curl takes it.
+    std::string_view path = text_or_path;
+    if (path.starts_with('@')) {
+      path.remove_prefix(1);
+      if (path.empty()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    "Attention config '@' names no file: give @PATH, a path, or JSON text "
+                    "starting with '{'");
+      }
     }
-    std::stringstream contents;
-    contents << file.rdbuf();
+    const std::string file(path);
+    const std::string contents = read_document(file, "Attention config file");
     try {
-      config = parse_attention_config(contents.str(), registry);
+      config = parse_attention_config(contents, registry);
     } catch (const Error& e) {
-      throw Error(e.code(), fmt::format("{}: {}", path, e.what()));
+      throw Error(e.code(), fmt::format("{}: {}", file, e.what()));
     }
   }
   return apply_backend_env(std::move(config), registry);

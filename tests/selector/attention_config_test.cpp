@@ -129,6 +129,35 @@ TEST_F(AttentionConfigTest, SameKindTwiceInDifferentCaseIsAnError) {
             "KV cache group kind 'full_attention' appears twice in backend_per_kind");
 }
 
+// nlohmann keeps the last of two equal keys; the config refuses them instead of choosing.
+TEST_F(AttentionConfigTest, DuplicateKeysAreAnError) {
+  EXPECT_EQ(parse_error(R"({"backend": "REFERENCE", "backend": "CPU_FLASH"})"),
+            "Attention config is not valid JSON: duplicate key 'backend' in the top-level "
+            "object: each key may appear once (which value was meant?)");
+  EXPECT_EQ(parse_error(R"({"backend_per_kind": {"full_attention": "REFERENCE",
+                                                 "full_attention": "CPU_FLASH"}})"),
+            "Attention config is not valid JSON: duplicate key 'full_attention' in "
+            "'backend_per_kind': each key may appear once (which value was meant?)");
+}
+
+// 55000 deep inline used to overflow the stack in dump() while the message was built.
+TEST_F(AttentionConfigTest, DeepNestingIsRefusedAtParseTime) {
+  const std::string deep =
+      R"({"backend": )" + std::string(55000, '[') + std::string(55000, ']') + "}";
+  EXPECT_THAT(parse_error(deep),
+              ::testing::StartsWith("Attention config is not valid JSON: values nest more than 64 "
+                                    "arrays or objects deep (inside 'backend[][]"));
+}
+
+// Messages quote a long value only in part.
+TEST_F(AttentionConfigTest, LongValuesAreQuotedInPart) {
+  const std::string message = parse_error(R"({"backend": [")" + std::string(10000, 'x') + "\"]}");
+  EXPECT_LT(message.size(), 200u) << message;
+  EXPECT_THAT(message, ::testing::EndsWith("..."));
+  // Also nlohmann's own message, which quotes the token it stopped at.
+  EXPECT_LT(parse_error(R"({"backend": )" + std::string(10000, '1') + "}").size(), 400u);
+}
+
 TEST_F(AttentionConfigTest, UnknownOverrideModeListsBoth) {
   EXPECT_EQ(parse_error(R"({"override_mode": "fallback"})"),
             "Unknown override_mode 'fallback'. Valid options are: prefer, strict");
@@ -233,8 +262,25 @@ TEST_F(LoadAttentionConfigTest, MissingFileIsAnErrorNamingIt) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
-    EXPECT_STREQ(e.what(), "Cannot read attention config file '/nonexistent/attention.json'");
+    EXPECT_STREQ(e.what(), "Attention config file '/nonexistent/attention.json' does not exist");
   }
+}
+
+TEST_F(LoadAttentionConfigTest, AtPathReadsTheFile) {
+  const std::string path = write_file(R"({"override_mode": "prefer"})");
+  EXPECT_EQ(load_attention_config("@" + path, registry_).override_mode, OverrideMode::kPrefer);
+  EXPECT_EQ(error_message([&] { load_attention_config("@", registry_); }),
+            "Attention config '@' names no file: give @PATH, a path, or JSON text starting "
+            "with '{'");
+}
+
+// A directory used to read as empty text ("invalid JSON"); a FIFO would block.
+TEST_F(LoadAttentionConfigTest, DirectoriesAndDevicesAreNamedAsSuch) {
+  EXPECT_EQ(error_message([&] { load_attention_config("/tmp", registry_); }),
+            "Attention config file '/tmp' is a directory, not a file");
+  EXPECT_EQ(error_message([&] { load_attention_config("/dev/null", registry_); }),
+            "Attention config file '/dev/null' is not a regular file (a FIFO, socket or "
+            "device): give a file");
 }
 
 TEST_F(LoadAttentionConfigTest, ErrorsInAFileArePrefixedWithItsPath) {

@@ -64,9 +64,10 @@ ATTNKIT_API AttentionConfig apply_backend_env(AttentionConfig config,
                                               const BackendRegistry& registry = global_registry());
 
 // What a command line's --attention-config gives: JSON text when it starts with '{', else
-// the path of a JSON file (empty = defaults); then ATTNKIT_ATTENTION_BACKEND is applied.
-// Throws Error for an unreadable file (naming it) and every parse error (prefixed with the
-// file's path).
+// the path of a JSON file, or @path (empty = defaults); then ATTNKIT_ATTENTION_BACKEND is
+// applied. Throws Error for a file that is missing, a directory, not a regular file or
+// unreadable (naming it, read_document() in core/json_text.h), and every parse error
+// (prefixed with the file's path).
 ATTNKIT_API AttentionConfig load_attention_config(
     std::string_view text_or_path, const BackendRegistry& registry = global_registry());
 
