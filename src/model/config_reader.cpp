@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/json_text.h"
 
 namespace attnkit::model_detail {
 
@@ -25,12 +26,7 @@ std::optional<long long> as_integer(const nlohmann::json& v) {
 
 }  // namespace
 
-std::string short_dump(const nlohmann::json& value) {
-  std::string text = value.dump();
-  constexpr size_t kMax = 60;
-  if (text.size() > kMax) text = text.substr(0, kMax) + "...";
-  return text;
-}
+std::string short_dump(const nlohmann::json& value) { return json_excerpt(value); }
 
 void fail_config(std::string_view source, std::string_view what) {
   throw Error(ErrorCode::kInvalidArgument,
@@ -57,8 +53,8 @@ void ConfigReader::fail(std::string_view key, std::string_view what) const {
   fail_config(source_, fmt::format("field '{}' {}", path_of(key), what));
 }
 
-int ConfigReader::positive_int(std::string_view key) const {
-  auto v = opt_positive_int(key);
+int ConfigReader::positive_int(std::string_view key, int max) const {
+  auto v = opt_positive_int(key, max);
   if (!v) fail(key, "is missing");
   return *v;
 }
@@ -71,20 +67,22 @@ int ConfigReader::layer_count(std::string_view key) const {
 
 std::optional<int> ConfigReader::opt_layer_count(std::string_view key) const {
   auto v = opt_positive_int(key);
-  if (v && *v > kMaxLayers) {
+  if (v && *v > kMaxModelLayers) {
     fail(key, fmt::format("must be at most {} layers (published models have up to about 200), "
                           "got {}",
-                          kMaxLayers, *v));
+                          kMaxModelLayers, *v));
   }
   return v;
 }
 
-std::optional<int> ConfigReader::opt_positive_int(std::string_view key) const {
+std::optional<int> ConfigReader::opt_positive_int(std::string_view key, int max) const {
   const nlohmann::json* v = find(key);
   if (v == nullptr) return std::nullopt;
   auto i = as_integer(*v);
-  if (!i || *i <= 0 || *i > std::numeric_limits<int>::max()) {
-    fail(key, fmt::format("must be a positive integer, got {}", short_dump(*v)));
+  if (!i || *i <= 0) fail(key, fmt::format("must be a positive integer, got {}", short_dump(*v)));
+  if (*i > max) fail(key, fmt::format("must be at most {}, got {}", max, short_dump(*v)));
+  if (*i > std::numeric_limits<int>::max()) {
+    fail(key, fmt::format("must be a positive integer below 2^31, got {}", short_dump(*v)));
   }
   return static_cast<int>(*i);
 }
@@ -162,10 +160,10 @@ std::optional<ConfigReader> ConfigReader::opt_object(std::string_view key) const
   return ConfigReader(*v, source_, path_of(key) + ".");
 }
 
-std::optional<int> ConfigReader::opt_positive_int_any(
-    std::initializer_list<std::string_view> keys) const {
+std::optional<int> ConfigReader::opt_positive_int_any(std::initializer_list<std::string_view> keys,
+                                                      int max) const {
   for (std::string_view key : keys) {
-    if (auto v = opt_positive_int(key)) return v;
+    if (auto v = opt_positive_int(key, max)) return v;
   }
   return std::nullopt;
 }

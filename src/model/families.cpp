@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <string_view>
 
 #include "attnkit/core/error.h"
@@ -125,12 +126,12 @@ float inverse_sqrt(double x) { return static_cast<float>(1.0 / std::sqrt(x)); }
 int head_size_of(const ConfigReader& cfg, int num_heads, std::string_view head_key = "head_dim",
                  std::string_view hidden_key = "hidden_size",
                  std::string_view heads_key = "num_attention_heads") {
-  if (auto h = cfg.opt_positive_int(head_key)) return *h;
+  if (auto h = cfg.opt_positive_int(head_key, kMaxModelHeadSize)) return *h;
   if (!cfg.has(hidden_key)) {
     cfg.fail(head_key, fmt::format("is missing (and so is '{}', from which it is derived)",
                                    cfg.path_of(hidden_key)));
   }
-  const int hidden = cfg.positive_int(hidden_key);
+  const int hidden = cfg.positive_int(hidden_key, kMaxModelHiddenSize);
   if (hidden % num_heads != 0) {
     cfg.fail(hidden_key,
              fmt::format("({}) is not a multiple of {} ({}), and '{}' is not given", hidden,
@@ -140,12 +141,27 @@ int head_size_of(const ConfigReader& cfg, int num_heads, std::string_view head_k
 }
 
 int kv_heads_of(const ConfigReader& cfg, int num_heads) {
-  const int kv = cfg.opt_positive_int("num_key_value_heads").value_or(num_heads);
+  const int kv = cfg.opt_positive_int("num_key_value_heads", kMaxModelHeads).value_or(num_heads);
   if (num_heads % kv != 0) {
     cfg.fail("num_key_value_heads",
              fmt::format("({}) must divide num_attention_heads ({})", kv, num_heads));
   }
   return kv;
+}
+
+// A value the kernels compute with in float32 (a softmax scale, a soft-cap): refused
+// unless it is a normal positive float32, so that no field can make every score NaN, inf
+// or 0 (a run would otherwise finish with NaN outputs and exit 0).
+float positive_float32(const ConfigReader& cfg, std::string_view key, double value,
+                       std::string_view what) {
+  const auto f = static_cast<float>(value);
+  if (!(std::isfinite(value) && std::isnormal(f) && f > 0)) {
+    cfg.fail(key, fmt::format("gives {} {} (as float32: {}); it must be a positive, finite, "
+                              "normal float32 ({:g} to {:g})",
+                              what, value, f, std::numeric_limits<float>::min(),
+                              std::numeric_limits<float>::max()));
+  }
+  return f;
 }
 
 // Softmax scale of a decoder layer: Gemma scales queries by query_pre_attn_scalar^-0.5
@@ -155,7 +171,7 @@ float decoder_scale(const ConfigReader& cfg, int head_size) {
     if (*q <= 0) {
       cfg.fail("query_pre_attn_scalar", fmt::format("must be positive, got {}", *q));
     }
-    return inverse_sqrt(*q);
+    return positive_float32(cfg, "query_pre_attn_scalar", 1.0 / std::sqrt(*q), "a softmax scale");
   }
   return inverse_sqrt(head_size);
 }
@@ -167,7 +183,7 @@ std::optional<float> soft_cap_of(const ConfigReader& cfg) {
     cfg.fail("attn_logit_softcapping", fmt::format("must be positive or null, got {}", *cap));
   }
   if (*cap == 0) return std::nullopt;
-  return static_cast<float>(*cap);
+  return positive_float32(cfg, "attn_logit_softcapping", *cap, "a soft-cap");
 }
 
 // Llama-4: no_rope_layers[i] == 1 means layer i uses RoPE, 0 means NoPE. An empty or
@@ -236,7 +252,7 @@ std::vector<Category> default_categories(const ConfigReader& cfg, const DecoderF
 
 void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDescription& desc) {
   const int num_layers = cfg.layer_count("num_hidden_layers");
-  const int num_heads = cfg.positive_int("num_attention_heads");
+  const int num_heads = cfg.positive_int("num_attention_heads", kMaxModelHeads);
 
   LayerSpec proto;
   proto.attn_type = AttentionType::kDecoder;
@@ -245,11 +261,11 @@ void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDe
   proto.soft_cap = soft_cap_of(cfg);
   if (family.pattern == Pattern::kMla) {
     MlaDims mla;
-    mla.kv_lora_rank = cfg.positive_int("kv_lora_rank");
-    mla.qk_rope_head_dim = cfg.positive_int("qk_rope_head_dim");
-    mla.qk_nope_head_dim = cfg.positive_int("qk_nope_head_dim");
-    mla.v_head_dim = cfg.positive_int("v_head_dim");
-    mla.q_lora_rank = cfg.opt_positive_int("q_lora_rank");
+    mla.kv_lora_rank = cfg.positive_int("kv_lora_rank", kMaxModelLatentRank);
+    mla.qk_rope_head_dim = cfg.positive_int("qk_rope_head_dim", kMaxModelRopeHeadDim);
+    mla.qk_nope_head_dim = cfg.positive_int("qk_nope_head_dim", kMaxModelRopeHeadDim);
+    mla.v_head_dim = cfg.positive_int("v_head_dim", kMaxModelHeadSize);
+    mla.q_lora_rank = cfg.opt_positive_int("q_lora_rank", kMaxModelLatentRank);
     proto.mla = mla;
     // The absorbed form caches one latent vector per token and reads V from its prefix.
     proto.num_kv_heads = 1;
@@ -257,17 +273,19 @@ void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDe
     proto.head_size_v = mla.kv_lora_rank;
     // Scores are taken over the full query-key dim (nope + rope); YaRN rope scaling
     // multiplies the scale by mscale^2 with mscale = 0.1 * mscale_all_dim * ln(factor) + 1.
-    double scale =
-        1.0 / std::sqrt(static_cast<double>(mla.qk_nope_head_dim + mla.qk_rope_head_dim));
+    double scale = 1.0 / std::sqrt(static_cast<double>(mla.qk_nope_head_dim) +
+                                   static_cast<double>(mla.qk_rope_head_dim));
+    std::string_view scale_key = "qk_nope_head_dim";
     if (auto rope = cfg.opt_object("rope_scaling")) {
       const double all_dim = rope->opt_number("mscale_all_dim").value_or(0.0);
       const double factor = rope->opt_number("factor").value_or(1.0);
       if (all_dim != 0.0 && factor > 1.0) {
         const double mscale = 0.1 * all_dim * std::log(factor) + 1.0;
         scale *= mscale * mscale;
+        scale_key = "rope_scaling.mscale_all_dim";
       }
     }
-    proto.scale = static_cast<float>(scale);
+    proto.scale = positive_float32(cfg, scale_key, scale, "a softmax scale");
   } else {
     proto.num_kv_heads = kv_heads_of(cfg, num_heads);
     proto.head_size = head_size_of(cfg, num_heads);
@@ -313,14 +331,14 @@ void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDe
         if (!cfg.has("sliding_window")) {
           cfg.fail("sliding_window", fmt::format("is missing, but layer {} is '{}'", i, words[ui]));
         }
-        layer.sliding_window = cfg.positive_int("sliding_window");
+        layer.sliding_window = cfg.positive_int("sliding_window", kMaxModelContext);
         break;
       case Category::kChunked:
         if (!cfg.has("attention_chunk_size")) {
           cfg.fail("attention_chunk_size",
                    fmt::format("is missing, but layer {} is '{}'", i, words[ui]));
         }
-        layer.chunk_size = cfg.positive_int("attention_chunk_size");
+        layer.chunk_size = cfg.positive_int("attention_chunk_size", kMaxModelContext);
         break;
       case Category::kFull:
         break;
@@ -339,7 +357,7 @@ bool is_one_of(const std::string& s, std::initializer_list<std::string_view> lis
 
 void build_encoder_only(const ConfigReader& cfg, ModelDescription& desc) {
   const int num_layers = cfg.layer_count("num_hidden_layers");
-  const int num_heads = cfg.positive_int("num_attention_heads");
+  const int num_heads = cfg.positive_int("num_attention_heads", kMaxModelHeads);
   LayerSpec layer;
   layer.layer_type = "encoder_attention";
   layer.attn_type = AttentionType::kEncoderOnly;
@@ -393,14 +411,14 @@ void build_encoder_decoder(const ConfigReader& cfg, const std::string& model_typ
     // folded into the weight initialisation).
     enc.num_layers = cfg.layer_count("num_layers");
     dec.num_layers = cfg.opt_layer_count("num_decoder_layers").value_or(enc.num_layers);
-    enc.num_heads = dec.num_heads = cfg.positive_int("num_heads");
-    enc.head_size = dec.head_size = cfg.positive_int("d_kv");
-    desc.max_encoder_len = cfg.opt_positive_int("n_positions").value_or(512);
+    enc.num_heads = dec.num_heads = cfg.positive_int("num_heads", kMaxModelHeads);
+    enc.head_size = dec.head_size = cfg.positive_int("d_kv", kMaxModelHeadSize);
+    desc.max_encoder_len = cfg.opt_positive_int("n_positions", kMaxModelContext).value_or(512);
   } else {
     enc.num_layers = cfg.layer_count("encoder_layers");
     dec.num_layers = cfg.layer_count("decoder_layers");
-    enc.num_heads = cfg.positive_int("encoder_attention_heads");
-    dec.num_heads = cfg.positive_int("decoder_attention_heads");
+    enc.num_heads = cfg.positive_int("encoder_attention_heads", kMaxModelHeads);
+    dec.num_heads = cfg.positive_int("decoder_attention_heads", kMaxModelHeads);
     enc.head_size =
         head_size_of(cfg, enc.num_heads, "encoder_head_dim", "d_model", "encoder_attention_heads");
     dec.head_size =
@@ -409,7 +427,8 @@ void build_encoder_decoder(const ConfigReader& cfg, const std::string& model_typ
     dec_scale = inverse_sqrt(dec.head_size);
     // Whisper's encoder reads max_source_positions audio frames; BART-style text
     // encoders max_position_embeddings tokens.
-    auto len = cfg.opt_positive_int_any({"max_source_positions", "max_position_embeddings"});
+    auto len = cfg.opt_positive_int_any({"max_source_positions", "max_position_embeddings"},
+                                        kMaxModelContext);
     if (!len) {
       cfg.fail("max_source_positions",
                "is missing (and so is 'max_position_embeddings'); cross attention is sized by "

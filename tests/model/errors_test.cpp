@@ -2,6 +2,7 @@
 // field, and unknown model names list the embedded ones.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -91,6 +92,125 @@ TEST_F(ModelFileErrors, MissingFileIsNotFound) {
   auto [code2, message2] = error_of([&] { load_model_file(dir_); });  // folder, no config.json
   EXPECT_EQ(code2, ErrorCode::kNotFound);
   EXPECT_NE(message2.find("config.json' does not exist"), std::string::npos) << message2;
+}
+
+// A FIFO would block the read forever and /dev/null reads as empty: both are refused as
+// what they are, not as a missing file or bad JSON.
+TEST_F(ModelFileErrors, DevicesAndFifosAreNotRegularFiles) {
+  auto [code, message] = error_of([] { load_model("/dev/null"); });
+  EXPECT_EQ(code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(message,
+            "Model config file '/dev/null' is not a regular file (a FIFO, socket or device): "
+            "give a file");
+  const fs::path fifo = dir_ / "config.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto [code2, message2] = error_of([&] { load_model(fifo.string()); });
+  EXPECT_EQ(code2, ErrorCode::kInvalidArgument);
+  EXPECT_NE(message2.find("is not a regular file"), std::string::npos) << message2;
+}
+
+TEST_F(ModelFileErrors, TextAfterANulByteIsRefused) {
+  const fs::path p = write("nul.json", std::string(R"({"model_type": "llama"})") +
+                                           std::string(1, '\0') + "{\"num_hidden_layers\": 2}");
+  auto [code, message] = error_of([&] { load_model(p.string()); });
+  EXPECT_EQ(code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("invalid JSON: NUL byte at offset 23"), std::string::npos) << message;
+}
+
+// Nested 100000 deep, the value used to overflow the stack while the error message was
+// built; the parser now stops at kMaxJsonDepth.
+TEST(ModelErrors, DeeplyNestedValuesAreRefusedAtParseTime) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_NE(inline_error(deep).find("invalid JSON: values nest more than 64 arrays or objects "
+                                    "deep"),
+            std::string::npos);
+  const std::string in_field = R"({"model_type": "llama", "rope_scaling": )" +
+                               std::string(70, '[') + std::string(70, ']') + "}";
+  EXPECT_NE(inline_error(in_field).find("(inside 'rope_scaling[][][]"), std::string::npos);
+  // 64 deep is fine as JSON (and then refused for what it holds).
+  const std::string at_limit = R"({"model_type": "llama", "num_hidden_layers": 2,
+      "num_attention_heads": 8, "head_dim": 64, "extra": )" +
+                               std::string(63, '[') + std::string(63, ']') + "}";
+  EXPECT_EQ(testing::parse_inline(at_limit).layers.size(), 2u);
+}
+
+TEST(ModelErrors, DuplicateKeysAreRefusedNamingTheKeyAndWhere) {
+  EXPECT_EQ(inline_error(R"({"model_type": "llama", "num_hidden_layers": 2,
+      "num_hidden_layers": 4, "num_attention_heads": 8, "head_dim": 64})"),
+            "Cannot read model config 'inline.json': invalid JSON: duplicate key "
+            "'num_hidden_layers' in the top-level object: each key may appear once (which "
+            "value was meant?)");
+  EXPECT_NE(inline_error(R"({"model_type": "llama4", "text_config": {"model_type": "llama4_text",
+      "head_dim": 128, "head_dim": 64}})")
+                .find("duplicate key 'head_dim' in 'text_config'"),
+            std::string::npos);
+}
+
+// Sizes large enough to overflow products and sums (head_dim INT_MAX printed a page of
+// 18446744073709551360 bytes; kv_lora_rank INT_MAX gave head size -2147483585).
+TEST(ModelErrors, SizeFieldsAreBoundedWithTheBoundInTheMessage) {
+  EXPECT_EQ(inline_error(R"({"model_type": "llama", "num_hidden_layers": 2,
+      "num_attention_heads": 8, "head_dim": 2147483647})"),
+            "Cannot read model config 'inline.json': field 'head_dim' must be at most 4096, got "
+            "2147483647");
+  EXPECT_EQ(inline_error(R"({"model_type": "llama", "num_hidden_layers": 2,
+      "num_attention_heads": 100000, "head_dim": 64})"),
+            "Cannot read model config 'inline.json': field 'num_attention_heads' must be at "
+            "most 1024, got 100000");
+  EXPECT_NE(inline_error(R"({"model_type": "llama", "num_hidden_layers": 2,
+      "num_attention_heads": 8, "hidden_size": 2147483640})")
+                .find("field 'hidden_size' must be at most 1048576"),
+            std::string::npos);
+  const std::string mla = R"({"model_type": "deepseek_v3", "num_hidden_layers": 2,
+      "num_attention_heads": 16, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+      "v_head_dim": 128, "kv_lora_rank": )";
+  EXPECT_NE(inline_error(mla + "2147483647}").find("field 'kv_lora_rank' must be at most 8192"),
+            std::string::npos);
+  EXPECT_NE(inline_error(R"({"model_type": "deepseek_v3", "num_hidden_layers": 2,
+      "num_attention_heads": 16, "qk_rope_head_dim": 64, "qk_nope_head_dim": 2147483647,
+      "v_head_dim": 128, "kv_lora_rank": 512})")
+                .find("field 'qk_nope_head_dim' must be at most 1024"),
+            std::string::npos);
+  EXPECT_NE(inline_error(R"({"model_type": "mistral", "num_hidden_layers": 2,
+      "num_attention_heads": 8, "head_dim": 64, "sliding_window": 2147483647})")
+                .find("field 'sliding_window' must be at most 1073741824"),
+            std::string::npos);
+  // The bounds themselves are accepted.
+  EXPECT_EQ(testing::parse_inline(mla + "8192}").layers.front().head_size, 8192 + 64);
+}
+
+// Values that make every score NaN, inf or 0 used to load, and `run` finished with NaN
+// outputs and exit 0.
+TEST(ModelErrors, ScalesAndSoftCapsMustBeNormalPositiveFloat32) {
+  const std::string gemma = R"({"model_type": "gemma2", "num_hidden_layers": 2,
+      "num_attention_heads": 8, "head_dim": 256, )";
+  EXPECT_EQ(inline_error(gemma + R"("query_pre_attn_scalar": 1e-300})"),
+            "Cannot read model config 'inline.json': field 'query_pre_attn_scalar' gives a "
+            "softmax scale 1e+150 (as float32: inf); it must be a positive, finite, normal "
+            "float32 (1.17549e-38 to 3.40282e+38)");
+  EXPECT_NE(inline_error(gemma + R"("query_pre_attn_scalar": 1e300})")
+                .find("gives a softmax scale 1e-150 (as float32: 0)"),
+            std::string::npos);
+  EXPECT_NE(inline_error(gemma + R"("attn_logit_softcapping": 1e300})")
+                .find("field 'attn_logit_softcapping' gives a soft-cap 1e+300 (as float32: inf)"),
+            std::string::npos);
+  EXPECT_NE(inline_error(gemma + R"("attn_logit_softcapping": 1e-300})")
+                .find("field 'attn_logit_softcapping' gives a soft-cap 1e-300 (as float32: 0)"),
+            std::string::npos);
+  // mscale = 0.1 * mscale_all_dim * ln(factor) + 1 = 0: the scale would be 0.
+  EXPECT_NE(inline_error(R"({"model_type": "deepseek_v3", "num_hidden_layers": 2,
+      "num_attention_heads": 16, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+      "v_head_dim": 128, "kv_lora_rank": 512,
+      "rope_scaling": {"factor": 2.718281828459045, "mscale_all_dim": -10}})")
+                .find("field 'rope_scaling.mscale_all_dim' gives a softmax scale"),
+            std::string::npos);
+}
+
+TEST(ModelErrors, AMistypedDtypeIsRefused) {
+  EXPECT_EQ(inline_error(R"({"model_type": "llama", "num_hidden_layers": 2,
+      "num_attention_heads": 8, "head_dim": 64, "torch_dtype": 5})"),
+            "Cannot read model config 'inline.json': field 'torch_dtype' must be a dtype name "
+            "such as \"bfloat16\", got 5");
 }
 
 TEST(ModelErrors, UnknownModelNameListsTheEmbeddedModels) {
