@@ -3,12 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 namespace attnkit {
 namespace {
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
+int ceil_div(int a, int b) { return static_cast<int>((int64_t{a} + b - 1) / b); }
 
 }  // namespace
 
@@ -104,6 +105,22 @@ KvCacheManager::StepPlan KvCacheManager::plan_step(const Request& r, RequestId i
     plan.total_new += plan.new_blocks[gi];
   }
   return plan;
+}
+
+int KvCacheManager::min_blocks_alone(int num_tokens, int encoder_len) const {
+  int64_t blocks = 0;
+  for (const KvCacheGroup& g : config_.groups) {
+    if (!g.has_cache()) continue;
+    const int size = g.cache_block_size();
+    if (g.spec.kind == KvCacheKind::kCrossAttention) {
+      blocks += ceil_div(encoder_len, size);
+      continue;
+    }
+    if (num_tokens <= 0) continue;
+    const int first_kept = first_needed_position(g.spec, num_tokens - 1) / size;
+    blocks += ceil_div(num_tokens, size) - first_kept;
+  }
+  return static_cast<int>(std::min<int64_t>(blocks, std::numeric_limits<int>::max()));
 }
 
 int KvCacheManager::num_blocks_needed(RequestId id, int num_computed_tokens,

@@ -20,6 +20,9 @@ class ManagerBlockAllocator final : public KvBlockAllocator {
   void release_invisible(const RequestSpec& request, int num_computed) override;
   void free(const RequestSpec& request) override;
   int num_usable_blocks() const override { return kv_.pool().num_usable_blocks(); }
+  int min_blocks_alone(const RequestSpec& request) const override {
+    return kv_.min_blocks_alone(request.total_computed_tokens(), request.encoder_len);
+  }
 
   // Blocks each group holds now, over every live request (null entries excluded);
   // indexed by group id.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <limits>
 
 #include "attnkit/core/error.h"
 #include "runtime/counter_hash.h"
@@ -36,6 +37,23 @@ std::vector<RequestSpec> make_workload(const WorkloadOptions& o) {
   require_option(o.min_encoder_len >= 0 && o.max_encoder_len >= o.min_encoder_len,
                  fmt::format("encoder length range {}:{} must satisfy 0 <= MIN <= MAX",
                              o.min_encoder_len, o.max_encoder_len));
+  require_option(o.num_requests <= kMaxWorkloadRequests,
+                 fmt::format("number of requests {} exceeds the bound {}", o.num_requests,
+                             kMaxWorkloadRequests));
+  require_option(int64_t{o.max_prompt_len} + o.output_len <= kMaxRequestTokens,
+                 fmt::format("prompt length {} + output length {} exceed the {} tokens a "
+                             "request may hold",
+                             o.max_prompt_len, o.output_len, kMaxRequestTokens));
+  require_option(
+      o.max_encoder_len <= kMaxRequestTokens,
+      fmt::format("encoder length {} exceeds the bound {}", o.max_encoder_len, kMaxRequestTokens));
+  require_option(
+      int64_t{o.num_requests - 1} * o.arrival_interval <= std::numeric_limits<int>::max(),
+      fmt::format("arrival interval {} x {} requests puts the last arrival at step "
+                  "{}, beyond the last step {}",
+                  o.arrival_interval, o.num_requests,
+                  int64_t{o.num_requests - 1} * o.arrival_interval,
+                  std::numeric_limits<int>::max()));
   std::vector<RequestSpec> requests;
   requests.reserve(static_cast<size_t>(o.num_requests));
   for (int i = 0; i < o.num_requests; ++i) {

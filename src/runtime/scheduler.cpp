@@ -44,6 +44,25 @@ void Scheduler::add_request(const RequestSpec& r) {
   if (r.output_len < 1) bad(fmt::format("output length {} must be at least 1", r.output_len));
   if (r.arrival_step < 0) bad(fmt::format("arrival step {} must not be negative", r.arrival_step));
   if (r.encoder_len < 0) bad(fmt::format("encoder length {} must not be negative", r.encoder_len));
+  if (int64_t{r.prompt_len} + r.output_len > kMaxRequestTokens) {
+    bad(
+        fmt::format("prompt length {} + output length {} exceed the {} tokens a request may "
+                    "hold",
+                    r.prompt_len, r.output_len, kMaxRequestTokens));
+  }
+  // Refused now rather than after computing its prompt: a request that needs more blocks
+  // than the pool has, even alone, can never finish.
+  if (const int needed = allocator_.min_blocks_alone(r); needed > allocator_.num_usable_blocks()) {
+    throw Error(
+        ErrorCode::kOutOfMemory,
+        fmt::format("request {} can never fit the KV cache: its {} tokens (prompt {} + output "
+                    "{}){} need at least {} blocks across the KV-cache groups but only {} are "
+                    "usable (raise --num-blocks or --kv-cache-memory, or shorten requests)",
+                    r.id, r.total_computed_tokens(), r.prompt_len, r.output_len,
+                    r.encoder_len > 0 ? fmt::format(" and {} encoder tokens", r.encoder_len)
+                                      : std::string(),
+                    needed, allocator_.num_usable_blocks()));
+  }
   if (!options_.chunked_prefill && r.total_computed_tokens() > options_.max_batch_tokens) {
     bad(
         fmt::format("{} tokens must run in one pass but the step budget is {} tokens (raise "

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -67,6 +68,20 @@ TEST(KvCacheManager, SlidingWindowReleasesBlocksWhollyOutsideTheWindow) {
   EXPECT_THROW((void)kv.allocate_slots(1, 100, 1), Error);
   kv.free_request(1);
   EXPECT_EQ(kv.num_free_blocks(), 199);
+}
+
+// What the scheduler refuses a request by at admission: the blocks its last step holds
+// alone. gpt-oss at 301 tokens: the full group keeps all 19 blocks, the 128-token window
+// only blocks 10..18 (the same 9 + 19 the allocation above leaves live).
+TEST(KvCacheManager, MinBlocksAloneIsWhatTheLastStepHolds) {
+  const KvCacheManager gpt_oss(plan(testing::gpt_oss_20b_specs()), 200);
+  EXPECT_EQ(gpt_oss.min_blocks_alone(301), 9 + 19);
+  EXPECT_EQ(gpt_oss.min_blocks_alone(16), 1 + 1);
+  EXPECT_EQ(gpt_oss.min_blocks_alone(0), 0);
+  const KvCacheManager llama(plan(testing::llama31_8b_specs()), 20);
+  EXPECT_EQ(llama.min_blocks_alone(17), 2);
+  // No overflow at the largest counts.
+  EXPECT_EQ(llama.min_blocks_alone(std::numeric_limits<int>::max()), (1 << 27));
 }
 
 TEST(KvCacheManager, ChunkedLocalReleasesPreviousChunks) {

@@ -2,8 +2,10 @@
 // checked row by row against dense attention over each request's full history.
 #include "attnkit/runtime/model_runner.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <numeric>
 
 #include "attnkit/core/error.h"
@@ -11,6 +13,8 @@
 
 namespace attnkit {
 namespace {
+
+using ::testing::HasSubstr;
 
 using testing::group_of_kind;
 using testing::run_small;
@@ -205,8 +209,31 @@ TEST(ModelRunner, AnImpossiblyLongRequestIsAnOutOfMemoryError) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory) << e.what();
-    EXPECT_NE(std::string(e.what()).find("3 blocks"), std::string::npos) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("request 0 can never fit the KV cache"));
+    EXPECT_THAT(e.what(), HasSubstr("but only 3 are usable"));
   }
+}
+
+// Refused at admission, before any of it is computed: a 1000000-token prompt on a small
+// pool used to run prefill chunks for minutes and then fail quoting a chunk's length.
+TEST(ModelRunner, ARequestThatCanNeverFitIsRefusedBeforeItRuns) {
+  SmallRun s;
+  s.model = "gemma-3-1b-it";
+  s.requests = 2;
+  s.min_prompt = s.max_prompt = 1000000;
+  s.block_size = 16;
+  s.num_blocks = 2000;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    run_small(s);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("can never fit the KV cache: its 1000004 tokens (prompt "
+                                    "1000000 + output 5)"));
+    EXPECT_THAT(e.what(), HasSubstr("but only 1999 are usable"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST(ModelRunner, RunsOnlyOnThisMachine) {

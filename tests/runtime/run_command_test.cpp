@@ -127,7 +127,7 @@ TEST(RunCommand, BadInputIsAClearError) {
            {R"(--attention-config '{"backend_per_kind": {"sliding_window": "NOPE"}}')", "NOPE"},
            {"--max-layers-per-kind 1 --num-blocks 3 --block-size 16 --prompt-len 100 "
             "--requests 1",
-            "cannot hold request 0"},
+            "request 0 can never fit the KV cache: its 115 tokens (prompt 100 + output 16)"},
        }) {
     const CliResult r = run_cli(c.args + " --quiet");
     EXPECT_NE(r.exit_code, 0) << c.args;

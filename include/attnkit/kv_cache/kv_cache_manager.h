@@ -63,6 +63,13 @@ class ATTNKIT_API KvCacheManager {
   [[nodiscard]] AllocationStatus allocate_slots(RequestId id, int num_computed_tokens,
                                                 int num_new_tokens);
 
+  // The fewest blocks a request with `num_tokens` cached tokens (and `encoder_len`
+  // encoder tokens) holds at once even when it runs alone: what its last step, one new
+  // token at position num_tokens - 1, keeps in every group (windowed groups only the
+  // blocks still visible). A request needing more than the pool's usable blocks can
+  // never run; the scheduler refuses it at admission. Does not register anything.
+  int min_blocks_alone(int num_tokens, int encoder_len = 0) const;
+
   // Returns every block of the request to the pool and forgets it. Error for unknown ids.
   void free_request(RequestId id);
 

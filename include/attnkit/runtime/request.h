@@ -16,6 +16,13 @@
 
 namespace attnkit {
 
+// Tokens one request may hold (prompt + output): far beyond any model's context, small
+// enough that positions and token counts fit an int with room for sums.
+inline constexpr int kMaxRequestTokens = 1 << 30;
+
+// Requests one synthetic workload may hold.
+inline constexpr int kMaxWorkloadRequests = 1 << 20;
+
 struct ATTNKIT_API RequestSpec {
   int id = 0;            // unique, >= 0; also the generator's request coordinate
   int prompt_len = 1;    // >= 1

@@ -42,6 +42,10 @@ class ATTNKIT_API KvBlockAllocator {
   virtual void free(const RequestSpec& request) = 0;
   // Blocks that can ever be handed out (for error messages).
   virtual int num_usable_blocks() const = 0;
+  // The fewest blocks `request` holds at once even alone (KvCacheManager::
+  // min_blocks_alone); more than num_usable_blocks() means it can never run, and
+  // add_request refuses it. 0 when the allocator cannot tell.
+  virtual int min_blocks_alone(const RequestSpec& /*request*/) const { return 0; }
 };
 
 struct ATTNKIT_API SchedulerOptions {
