@@ -115,8 +115,8 @@ std::vector<E> decode_list(const std::pair<int32_t, E> (&table)[N], const int32_
 SizeRule size_rule_from_c(const AttnkitSizeRule* rule, std::string_view backend,
                           std::string_view field) {
   if (rule == nullptr) return SizeRule::any();
-  check_struct_size(fmt::format("plugin backend {}: capabilities.{}", backend, field),
-                    rule->struct_size, kSizeRuleV1Size);
+  check_struct_header(fmt::format("plugin backend {}: capabilities.{}", backend, field),
+                      rule->struct_size, rule->abi_version, kSizeRuleV1Size);
   auto bad = [&](const std::string& what) {
     return Error(ErrorCode::kPluginError,
                  fmt::format("plugin backend {}: capabilities.{}: {}", backend, field, what));
@@ -139,11 +139,19 @@ SizeRule size_rule_from_c(const AttnkitSizeRule* rule, std::string_view backend,
 
 }  // namespace
 
-void check_struct_size(std::string_view what, uint32_t struct_size, size_t min_size) {
+void check_struct_header(std::string_view what, uint32_t struct_size, uint32_t abi_version,
+                         size_t min_size) {
   if (struct_size < min_size) {
     throw Error(ErrorCode::kPluginError,
                 fmt::format("{}: struct_size {} is smaller than the version-1 size {}", what,
                             struct_size, min_size));
+  }
+  if (abi_version < ATTNKIT_PLUGIN_ABI_MIN_VERSION || abi_version > ATTNKIT_PLUGIN_ABI_VERSION) {
+    throw Error(
+        ErrorCode::kPluginError,
+        fmt::format("{}: abi_version {} is outside the versions {} to {} this attnkit "
+                    "reads",
+                    what, abi_version, ATTNKIT_PLUGIN_ABI_MIN_VERSION, ATTNKIT_PLUGIN_ABI_VERSION));
   }
 }
 
@@ -175,8 +183,8 @@ std::string status_code_name(int32_t code) {
 }
 
 BackendCapabilities capabilities_from_c(const AttnkitCapabilities& c, std::string_view backend) {
-  check_struct_size(fmt::format("plugin backend {}: capabilities", backend), c.struct_size,
-                    kCapabilitiesV1Size);
+  check_struct_header(fmt::format("plugin backend {}: capabilities", backend), c.struct_size,
+                      c.abi_version, kCapabilitiesV1Size);
   BackendCapabilities caps;
   caps.platform = decode(kPlatforms, c.platform, backend, "platform");
   caps.min_compute_capability = c.min_compute_capability;

@@ -24,9 +24,12 @@ inline constexpr size_t kBackendDescV1Size = ATTNKIT_V1_SIZE(AttnkitBackendDesc,
 inline constexpr size_t kPluginTableV1Size = ATTNKIT_V1_SIZE(AttnkitPluginTable, shutdown);
 #undef ATTNKIT_V1_SIZE
 
-// Throws Error(kPluginError) "<what>: struct_size N is smaller than the version-1 size M"
-// when `struct_size` < `min_size`.
-void check_struct_size(std::string_view what, uint32_t struct_size, size_t min_size);
+// Every struct a plugin writes starts with struct_size and abi_version: the size must
+// cover the version-1 fields and the version must lie in ATTNKIT_PLUGIN_ABI_MIN_VERSION ..
+// ATTNKIT_PLUGIN_ABI_VERSION (a struct claiming a newer version than the table's or the
+// host's is refused, not read as if it were current). Error(kPluginError) naming `what`.
+void check_struct_header(std::string_view what, uint32_t struct_size, uint32_t abi_version,
+                         size_t min_size);
 
 // --- Enumerations (C++ -> C code) ---------------------------------------------------------
 int32_t to_c(DType v);

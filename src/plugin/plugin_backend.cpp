@@ -9,6 +9,7 @@
 
 #include "attnkit/backend/forward_check.h"
 #include "attnkit/core/error.h"
+#include "attnkit/registry/registry.h"
 #include "plugin/abi_convert.h"
 
 namespace attnkit::plugin {
@@ -225,6 +226,12 @@ std::string plugin_backend_name(const AttnkitBackendDesc& desc) {
     }
     name += static_cast<char>(std::toupper(ch));
   }
+  if (name == kReservedAutoName) {
+    throw Error(ErrorCode::kPluginError,
+                fmt::format("backend name '{}' is reserved: 'auto' asks the selector to choose, "
+                            "so the backend could never be chosen",
+                            desc.name));
+  }
   return name;
 }
 
@@ -232,7 +239,7 @@ std::unique_ptr<AttentionBackend> make_plugin_backend(std::shared_ptr<PluginLibr
                                                       const AttnkitBackendDesc& desc) {
   PluginRef ref{std::move(library), &desc, plugin_backend_name(desc)};
   const std::string what = fmt::format("plugin backend {} ({})", ref.name, ref.library->path());
-  check_struct_size(what, desc.struct_size, kBackendDescV1Size);
+  check_struct_header(what, desc.struct_size, desc.abi_version, kBackendDescV1Size);
   const std::pair<bool, const char*> required[] = {
       {desc.capabilities != nullptr, "capabilities"},
       {desc.builder_create != nullptr, "builder_create"},

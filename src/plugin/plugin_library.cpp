@@ -31,6 +31,8 @@ void host_log(void* context, int32_t level, const char* message) {
 
 std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
   namespace fs = std::filesystem;
+  if (path.empty())
+    throw rejected(path, "the path is empty; name the plugin's shared library file");
   // A path with a '/' names a file; a bare name is left to the dynamic linker's search.
   if (path.find('/') != std::string::npos) {
     std::error_code ec;
@@ -90,7 +92,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::open(const std::string& path) {
                                      ATTNKIT_PLUGIN_ABI_VERSION));
   }
   try {
-    check_struct_size("plugin table", table->struct_size, kPluginTableV1Size);
+    check_struct_header("plugin table", table->struct_size, table->abi_version, kPluginTableV1Size);
   } catch (const Error& e) {
     throw rejected(path, e.what());
   }

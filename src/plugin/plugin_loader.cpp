@@ -119,8 +119,10 @@ PluginLoadReport load_plugin(const std::string& path, BackendRegistry& registry,
   if (!options.allow_override) {
     for (const auto& [name, c] : registrations) {
       if (registry.contains(name)) {
-        throw rejected(path, fmt::format("backend name {} is already registered ({}); load it "
-                                         "with override allowed to replace it",
+        throw rejected(path, fmt::format("backend name {} is already registered ({}); rename "
+                                         "the plugin's backend, or load it with "
+                                         "PluginLoadOptions::allow_override (C++ API) to "
+                                         "replace it",
                                          name, to_string(registry.origin(name))));
       }
     }
@@ -128,8 +130,8 @@ PluginLoadReport load_plugin(const std::string& path, BackendRegistry& registry,
   for (const auto& [name, c] : registrations) {
     const AttnkitBackendDesc* desc = c->desc;
     // The factory keeps the library loaded for as long as the registry holds it.
-    registry.register_backend(
-        name, [library, desc] { return plugin::make_plugin_backend(library, *desc); },
+    registry.register_plugin_backend(
+        name, [library, desc] { return plugin::make_plugin_backend(library, *desc); }, path,
         options.allow_override);
   }
   for (const Candidate& c : candidates) {

@@ -31,6 +31,8 @@ std::string_view to_string(BackendOrigin origin) {
       return "built-in";
     case BackendOrigin::kRegistered:
       return "registered";
+    case BackendOrigin::kPlugin:
+      return "plugin";
   }
   return "?";
 }
@@ -43,7 +45,7 @@ BackendRegistry::BackendRegistry(Contents contents) {
     ATTNKIT_CHECK(find_locked(builtin.name) == nullptr, "built-in backend listed twice");
     ATTNKIT_CHECK(builtin.name != kCustomBackendName, "CUSTOM is reserved for users");
     entries_.push_back(Entry{std::string(builtin.name), builtin.factory, BackendOrigin::kBuiltin,
-                             /*builtin_name=*/true, nullptr});
+                             /*builtin_name=*/true, "", nullptr});
   }
 }
 
@@ -56,32 +58,51 @@ const BackendRegistry::Entry* BackendRegistry::find_locked(std::string_view uppe
 
 void BackendRegistry::register_backend(std::string_view name, BackendFactory factory,
                                        bool allow_override) {
+  add_entry(name, std::move(factory), allow_override, BackendOrigin::kRegistered, "");
+}
+
+void BackendRegistry::register_plugin_backend(std::string_view name, BackendFactory factory,
+                                              std::string library_path, bool allow_override) {
+  add_entry(name, std::move(factory), allow_override, BackendOrigin::kPlugin,
+            std::move(library_path));
+}
+
+void BackendRegistry::add_entry(std::string_view name, BackendFactory factory, bool allow_override,
+                                BackendOrigin origin, std::string library) {
   if (!is_valid_name(name)) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Invalid backend name '{}': use letters, digits and '_'", name));
+  }
+  const std::string upper = to_upper(name);
+  if (upper == kReservedAutoName) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Backend name '{}' is reserved: 'auto' asks the selector to choose, "
+                            "so a backend registered under it could never be chosen; pick "
+                            "another name",
+                            name));
   }
   if (!factory) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("register_backend('{}'): the factory is empty", name));
   }
-  const std::string upper = to_upper(name);
   std::lock_guard lock(mutex_);
   for (Entry& entry : entries_) {
     if (entry.name != upper) continue;
     if (!allow_override) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("Backend {} is already registered ({}); register it with "
-                              "override allowed to replace it",
+                  fmt::format("Backend {} is already registered ({}); pass allow_override = "
+                              "true to replace it",
                               upper, to_string(entry.origin)));
     }
     entry.factory = std::move(factory);
-    entry.origin = BackendOrigin::kRegistered;
+    entry.origin = origin;
+    entry.library = std::move(library);
     entry.instance.reset();
     ++generation_;
     return;
   }
-  entries_.push_back(Entry{upper, std::move(factory), BackendOrigin::kRegistered,
-                           /*builtin_name=*/false, nullptr});
+  entries_.push_back(Entry{upper, std::move(factory), origin, /*builtin_name=*/false,
+                           std::move(library), nullptr});
   ++generation_;
 }
 
@@ -151,6 +172,11 @@ bool BackendRegistry::is_builtin_name(std::string_view name) const {
 BackendOrigin BackendRegistry::origin(std::string_view name) const {
   std::lock_guard lock(mutex_);
   return find_locked(canonical_name_locked(name))->origin;
+}
+
+std::string BackendRegistry::library(std::string_view name) const {
+  std::lock_guard lock(mutex_);
+  return find_locked(canonical_name_locked(name))->library;
 }
 
 uint64_t BackendRegistry::generation() const {

@@ -44,7 +44,7 @@ TEST(PluginCli, PluginOptionRegistersTheExampleBackend) {
 
   const CliResult r = run_cli("--plugin " + kExample + " backends");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("EXAMPLE_CPU [registered]: Example plugin"));
+  EXPECT_THAT(r.output, HasSubstr("EXAMPLE_CPU [plugin]: Example plugin"));
   EXPECT_THAT(r.output, HasSubstr("[plugin libattnkit_example_backend.so]"));
 }
 
@@ -52,7 +52,7 @@ TEST(PluginCli, PluginOptionIsRepeatableAndWorksAfterTheCommand) {
   const CliResult r = run_cli("backends --plugin " + kExample + " --plugin " + kFixture);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("EXAMPLE_CPU"));
-  EXPECT_THAT(r.output, HasSubstr("FIXTURE [registered]"));
+  EXPECT_THAT(r.output, HasSubstr("FIXTURE [plugin]"));
 }
 
 TEST(PluginCli, EnvironmentVariableLoadsSeveralLibraries) {

@@ -83,6 +83,21 @@ TEST(PluginLoader, RejectsInvalidCapabilityCodes) {
                         "(valid: 0 (float32), 1 (float16), 2 (bfloat16))"));
 }
 
+TEST(PluginLoader, RejectsADescriptorOfAnAbiVersionItCannotRead) {
+  EXPECT_THAT(rejection(ATTNKIT_PLUGIN_FIXTURE_DESC_ABI_TOO_NEW),
+              HasSubstr("plugin backend FIXTURE (" ATTNKIT_PLUGIN_FIXTURE_DESC_ABI_TOO_NEW
+                        "): abi_version 7 is outside the versions 1 to 1 this attnkit reads"));
+}
+
+TEST(PluginLoader, RejectsTheReservedNameAuto) {
+  EXPECT_THAT(rejection(ATTNKIT_PLUGIN_FIXTURE_NAMED_AUTO),
+              HasSubstr("backend name 'auto' is reserved: 'auto' asks the selector to choose"));
+}
+
+TEST(PluginLoader, RejectsAnEmptyPath) {
+  EXPECT_THAT(rejection(""), HasSubstr("plugin library '' rejected: the path is empty"));
+}
+
 TEST(PluginLoader, RegistersRunnableBackendsAndReportsSkippedOnes) {
   BackendRegistry registry(BackendRegistry::Contents::kEmpty);
   const PluginLoadReport report = load_plugin(kOk, registry);
@@ -98,7 +113,8 @@ TEST(PluginLoader, RegistersRunnableBackendsAndReportsSkippedOnes) {
   const auto backend = registry.get("Fixture");
   EXPECT_EQ(backend->name(), "FIXTURE");
   EXPECT_THAT(std::string(backend->description()), HasSubstr("[plugin "));
-  EXPECT_EQ(registry.origin("FIXTURE"), BackendOrigin::kRegistered);
+  EXPECT_EQ(registry.origin("FIXTURE"), BackendOrigin::kPlugin);
+  EXPECT_EQ(registry.library("FIXTURE"), kOk);
 }
 
 TEST(PluginLoader, RejectsDuplicateNameWithoutOverrideAndKeepsTheFirst) {

@@ -12,6 +12,7 @@ namespace {
 using testing::basic_caps;
 using ::testing::ElementsAre;
 using testing::fake_factory;
+using ::testing::HasSubstr;
 
 // The message of the Error `fn` throws (fails the test when it throws nothing).
 template <typename Fn>
@@ -110,8 +111,8 @@ TEST(BackendRegistry, OverrideCanBeRefused) {
               registry.register_backend("once", fake_factory("ONCE", basic_caps()),
                                         /*allow_override=*/false);
             }),
-            "Backend ONCE is already registered (registered); register it with override "
-            "allowed to replace it");
+            "Backend ONCE is already registered (registered); pass allow_override = true to "
+            "replace it");
 }
 
 TEST(BackendRegistry, RejectsBadNamesAndEmptyFactories) {
@@ -123,6 +124,10 @@ TEST(BackendRegistry, RejectsBadNamesAndEmptyFactories) {
             "Invalid backend name 'has space': use letters, digits and '_'");
   EXPECT_EQ(error_message([&] { registry.register_backend("EMPTY", BackendFactory{}); }),
             "register_backend('EMPTY'): the factory is empty");
+  // "auto" asks the selector to choose: a backend under that name could never be chosen.
+  EXPECT_THAT(
+      error_message([&] { registry.register_backend("Auto", fake_factory("X", basic_caps())); }),
+      HasSubstr("Backend name 'Auto' is reserved"));
   EXPECT_TRUE(registry.names().empty());
 }
 

@@ -44,7 +44,11 @@ inline constexpr std::string_view kCustomBackendName = "CUSTOM";
 enum class BackendOrigin {
   kBuiltin,     // from builtin_backends()
   kRegistered,  // register_backend() added it, or replaced a built-in
+  kPlugin,      // register_plugin_backend(): a backend of a plugin library (load_plugin)
 };
+
+// The name no backend may take: "auto" (any case) asks the selector to choose.
+inline constexpr std::string_view kReservedAutoName = "AUTO";
 
 class ATTNKIT_API BackendRegistry {
  public:
@@ -57,8 +61,13 @@ class ATTNKIT_API BackendRegistry {
 
   // Adds `name` (case-insensitive; letters, digits and '_'), or replaces an existing
   // registration when `allow_override` is true. Throws Error(kInvalidArgument) for a bad
-  // name, a null factory, or an existing name with allow_override false.
+  // name, the reserved name AUTO, a null factory, or an existing name with allow_override
+  // false.
   void register_backend(std::string_view name, BackendFactory factory, bool allow_override = true);
+  // The same for a backend of the plugin library at `library_path`: its origin is kPlugin
+  // and library() returns the path.
+  void register_plugin_backend(std::string_view name, BackendFactory factory,
+                               std::string library_path, bool allow_override);
 
   // The canonical (upper-case) registered name for `name`. Throws Error(kNotFound):
   // "Unknown attention backend: 'X'. Valid options are: A, B, C", or "Backend CUSTOM must be
@@ -76,6 +85,8 @@ class ATTNKIT_API BackendRegistry {
   // True when `name` is a built-in name (whether or not it was replaced since).
   bool is_builtin_name(std::string_view name) const;
   BackendOrigin origin(std::string_view name) const;
+  // The plugin library a kPlugin backend came from; empty for every other origin.
+  std::string library(std::string_view name) const;
   // Every name a user may write (names() plus CUSTOM), sorted, joined by ", ".
   std::string valid_options() const;
   // Changes whenever a registration changes; selection caches include it in their key.
@@ -87,9 +98,12 @@ class ATTNKIT_API BackendRegistry {
     BackendFactory factory;
     BackendOrigin origin;
     bool builtin_name;
+    std::string library;                                       // kPlugin: the library's path
     mutable std::shared_ptr<const AttentionBackend> instance;  // created on first get()
   };
   const Entry* find_locked(std::string_view upper) const;
+  void add_entry(std::string_view name, BackendFactory factory, bool allow_override,
+                 BackendOrigin origin, std::string library);
   std::string canonical_name_locked(std::string_view name) const;
   std::string valid_options_locked() const;
 
