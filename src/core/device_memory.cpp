@@ -10,6 +10,7 @@
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/tensor.h"
 
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime_api.h>
@@ -23,10 +24,12 @@ class HostMemory final : public DeviceMemory {
   Device device() const override { return Device{DeviceType::kCpu, 0}; }
   void* allocate(size_t bytes) override {
     // 64-byte aligned like HostTensor, so SIMD kernels see the alignment they would in use.
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64 + 64);
+    const size_t rounded = (bytes + 63) / 64 * 64 + 64;
+    void* p = std::aligned_alloc(64, rounded);
     if (p == nullptr) {
       throw Error(ErrorCode::kOutOfMemory, fmt::format("cannot allocate {} host bytes", bytes));
     }
+    poison_fresh_host_memory(p, rounded);
     return p;
   }
   void deallocate(void* ptr) noexcept override { std::free(ptr); }

@@ -157,8 +157,13 @@ HostTensor::HostTensor(ScalarType dtype, std::span<const int64_t> shape) {
   if (alloc != 0 && p == nullptr) {
     throw Error(ErrorCode::kOutOfMemory, fmt::format("cannot allocate {} bytes", alloc));
   }
+  poison_fresh_host_memory(p, alloc);
   storage_.reset(p);
   view_ = TensorView::contiguous(p, dtype, shape);
+}
+
+void poison_fresh_host_memory(void* p, size_t bytes) {
+  if (kPoisonFreshHostMemory && p != nullptr) std::memset(p, kFreshHostMemoryByte, bytes);
 }
 
 HostTensor::HostTensor(ScalarType dtype, std::initializer_list<int64_t> shape)

@@ -10,6 +10,7 @@
 // Standard layers: 4 query heads over 2 KV heads (GQA), head size 16. MLA layers: 2 heads
 // over a 576-wide latent (V = its first 512 elements), key [4, 1, 576], no value.
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -41,6 +42,8 @@ inline void fill_random(const HostTensor& t, std::mt19937_64& gen, float amplitu
 
 struct PagedStep {
   static constexpr int kBlockSize = 4, kNumBlocks = 8, kTokens = 4;
+  // What the output holds before a step writes it.
+  static constexpr float kUnwritten = -1234.5f;
 
   std::unique_ptr<AttentionBackend> backend;
   AttentionLayerParams layer;
@@ -78,6 +81,9 @@ struct PagedStep {
       value = v.view();
       cache.value = value_cache.view();
     }
+    // A known pattern, not whatever the allocator left: a test that compares outputs a
+    // step must not write compares this.
+    std::fill_n(static_cast<float*>(out.data()), out.view().numel(), kUnwritten);
     query = q.view();
     key = k.view();
     output = out.view();

@@ -63,7 +63,21 @@ struct ATTNKIT_API TensorView {
 ATTNKIT_API void to_dlpack(const TensorView& view, DLTensor& out);
 ATTNKIT_API TensorView from_dlpack(const DLTensor& tensor);
 
-// An owning, 64-byte aligned host buffer.
+// Fresh host memory is uninitialised: nothing may read it before writing it. Debug builds
+// (NDEBUG undefined: the debug and asan presets) fill what HostTensor and the host
+// DeviceMemory hand out with 0xFF bytes, NaN in float32, float16 and bfloat16, so that a
+// reader of unwritten memory fails every time instead of once in a while; release builds
+// leave it as the allocator gave it.
+#ifdef NDEBUG
+inline constexpr bool kPoisonFreshHostMemory = false;
+#else
+inline constexpr bool kPoisonFreshHostMemory = true;
+#endif
+inline constexpr unsigned char kFreshHostMemoryByte = 0xFF;
+// Fills [p, p + bytes) with kFreshHostMemoryByte when kPoisonFreshHostMemory.
+ATTNKIT_API void poison_fresh_host_memory(void* p, size_t bytes);
+
+// An owning, 64-byte aligned host buffer (uninitialised: see above).
 class ATTNKIT_API HostTensor {
  public:
   HostTensor() = default;
