@@ -16,13 +16,22 @@ CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebI
 targets=()
 for source in fuzz/*_fuzzer.cpp; do targets+=("$(basename "$source" .cpp)"); done
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+# Inputs as long as the JSON targets need to reach what they guard against: a value nested
+# 100000 deep is 200 kB (libFuzzer's default cap is the longest seed, a few hundred bytes).
+max_len_of() {
+  case "$1" in
+    attention_config | model_config) echo 262144 ;;
+    *) echo 4096 ;;
+  esac
+}
 status=0
 for fuzzer in "$build"/fuzz/*_fuzzer; do
   target=$(basename "$fuzzer" _fuzzer)
   work="$build/finds/$target"
   mkdir -p "$work/corpus"
   echo "== fuzzing $target for ${seconds}s"
-  if ! "$fuzzer" -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$work/" \
+  if ! "$fuzzer" -max_total_time="$seconds" -max_len="$(max_len_of "$target")" \
+      -print_final_stats=1 -artifact_prefix="$work/" \
       "$work/corpus" "fuzz/corpus/$target" "fuzz/regressions/$target" 2>"$work/log"; then
     echo "!! $target found a failure; see $work/log and $work/crash-*"
     tail -30 "$work/log"
