@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kSwitchValues = "1, 0, on, off, true, false";
 
-constexpr std::array<OptionInfo, 6> kOptions{{
+constexpr std::array<OptionInfo, 7> kOptions{{
     {Option::kAttentionBackend, "ATTNKIT_ATTENTION_BACKEND", "unset (automatic selection)",
      "a registered backend name (case-insensitive)",
      "Forces the global attention backend; an error together with a config's backend."},
@@ -29,6 +29,10 @@ constexpr std::array<OptionInfo, 6> kOptions{{
      "bisecting)."},
     {Option::kCudaFlashWgmma, "ATTNKIT_CUDA_FLASH_WGMMA", "on (on sm_90 when built for sm_90a)",
      kSwitchValues, "CUDA_FLASH's wgmma prefill kernels (off: the mma.sync kernels)."},
+    {Option::kPoisonMemory, "ATTNKIT_POISON_MEMORY", "on in debug builds, off in release builds",
+     kSwitchValues,
+     "Fills fresh host tensors and host buffers with 0xFF bytes (NaN), so a reader of "
+     "unwritten memory fails every time; the test presets turn it on."},
 }};
 // option_info() indexes kOptions by the enum.
 static_assert([] {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "attnkit/core/options.h"
+
 namespace attnkit {
 
 TensorView TensorView::contiguous(void* data, ScalarType dtype, std::span<const int64_t> shape,
@@ -163,7 +165,13 @@ HostTensor::HostTensor(ScalarType dtype, std::span<const int64_t> shape) {
 }
 
 void poison_fresh_host_memory(void* p, size_t bytes) {
-  if (kPoisonFreshHostMemory && p != nullptr) std::memset(p, kFreshHostMemoryByte, bytes);
+#ifdef NDEBUG
+  constexpr bool kDefault = false;
+#else
+  constexpr bool kDefault = true;
+#endif
+  static const bool poison = option_switch(Option::kPoisonMemory).value_or(kDefault);
+  if (poison && p != nullptr) std::memset(p, kFreshHostMemoryByte, bytes);
 }
 
 HostTensor::HostTensor(ScalarType dtype, std::initializer_list<int64_t> shape)

@@ -63,18 +63,14 @@ struct ATTNKIT_API TensorView {
 ATTNKIT_API void to_dlpack(const TensorView& view, DLTensor& out);
 ATTNKIT_API TensorView from_dlpack(const DLTensor& tensor);
 
-// Fresh host memory is uninitialised: nothing may read it before writing it. Debug builds
-// (NDEBUG undefined: the debug and asan presets) fill what HostTensor and the host
-// DeviceMemory hand out with 0xFF bytes, NaN in float32, float16 and bfloat16, so that a
-// reader of unwritten memory fails every time instead of once in a while; release builds
-// leave it as the allocator gave it.
-#ifdef NDEBUG
-inline constexpr bool kPoisonFreshHostMemory = false;
-#else
-inline constexpr bool kPoisonFreshHostMemory = true;
-#endif
+// Fresh host memory is uninitialised: nothing may read it before writing it. With
+// ATTNKIT_POISON_MEMORY on (the default in debug builds; every ctest preset sets it) what
+// HostTensor and the host DeviceMemory hand out is filled with 0xFF bytes, NaN in float32,
+// float16 and bfloat16, so that a reader of unwritten memory fails every time instead of
+// once in a while; otherwise it is left as the allocator gave it.
 inline constexpr unsigned char kFreshHostMemoryByte = 0xFF;
-// Fills [p, p + bytes) with kFreshHostMemoryByte when kPoisonFreshHostMemory.
+// Fills [p, p + bytes) with kFreshHostMemoryByte when ATTNKIT_POISON_MEMORY is on (read
+// once per process).
 ATTNKIT_API void poison_fresh_host_memory(void* p, size_t bytes);
 
 // An owning, 64-byte aligned host buffer (uninitialised: see above).
