@@ -212,7 +212,7 @@ TEST(ExplainCli, SelectionErrors) {
   expect_error(failure(with({"--attention-config", R"({"backend": "REFERENCE", "mode": 1})"})),
                "Unknown key 'mode' in attention config");
   expect_error(failure(with({"--attention-config", "/nonexistent/attn.json"})),
-               "Cannot read attention config file '/nonexistent/attn.json'");
+               "Attention config file '/nonexistent/attn.json' does not exist");
   // A strict choice that cannot serve the layer: REFERENCE runs on the CPU only.
   expect_error(failure({"--model", "gemma-3-1b-it", "--platform", "cuda:9.0", "--attention-backend",
                         "REFERENCE"}),
