@@ -26,7 +26,7 @@ void add_backends_command(CLI::App& app) {
   command->callback([options] {
     const Platform platform = resolve_platform(options->platform);
     if (options->json) {
-      std::cout << backends_to_json(platform).dump(2) << "\n";
+      print_json(backends_to_json(platform));
     } else {
       std::cout << backends_to_text(platform);
     }

@@ -3,9 +3,13 @@
 // run. The shape and timing code is shared with bench/cpu_attention_bench.cpp
 // (src/bench_support/).
 
+#include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -16,7 +20,9 @@
 #include "attnkit/core/error.h"
 #include "attnkit/core/json_schema.h"
 #include "attnkit/kernels/cpu_isa.h"
+#include "attnkit/model/model_limits.h"
 #include "attnkit/registry/registry.h"
+#include "attnkit/runtime/request.h"
 #include "commands.h"
 #include "common_options.h"
 
@@ -42,18 +48,50 @@ struct BenchArgs {
   bool json = false;
 };
 
-// "32/8" -> (32, 8); "8" -> (8, 8).
+// "32/8" -> (32, 8); "8" -> (8, 8). Every character must belong to the numbers.
 std::pair<int, int> parse_heads(const std::string& text) {
+  const auto number = [](std::string_view part, int& out) {
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), out);
+    return !part.empty() && ec == std::errc() && end == part.data() + part.size();
+  };
   const size_t slash = text.find('/');
-  try {
-    size_t used = 0;
-    const int q = std::stoi(text.substr(0, slash), &used);
-    const int kv = slash == std::string::npos ? q : std::stoi(text.substr(slash + 1));
-    if (q > 0 && kv > 0 && q % kv == 0) return {q, kv};
-  } catch (const std::exception&) {
-  }
+  const std::string_view all(text);
+  int q = 0;
+  int kv = 0;
+  const bool parsed = slash == std::string::npos
+                          ? number(all, q) && number(all, kv)
+                          : number(all.substr(0, slash), q) && number(all.substr(slash + 1), kv);
+  if (parsed && q > 0 && kv > 0 && q <= kMaxModelHeads && q % kv == 0) return {q, kv};
   throw Error(ErrorCode::kInvalidArgument,
-              "--heads '" + text + "' must be Q/KV with Q a positive multiple of KV (e.g. 32/8)");
+              fmt::format("--heads '{}' must be Q/KV (or Q) with 1 <= KV <= Q <= {} and Q a "
+                          "multiple of KV, e.g. 32/8",
+                          text, kMaxModelHeads));
+}
+
+// Physical memory of this machine, in bytes (0 when unknown).
+uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
+
+// Refuses a shape whose buffers cannot fit this machine before allocating any of them.
+void check_bench_memory(const bench::BenchShape& shape, const BenchArgs& a) {
+  const bench::BenchWork work = bench::bench_work(shape);
+  const double rows = static_cast<double>(a.batch) * a.query_len * shape.num_heads;
+  const double qo_bytes = 2.0 * rows * shape.head_size * 4;
+  const double read_buffer = static_cast<double>(a.read_buffer_mb) * (1 << 20);
+  const double needed = work.kv_bytes + qo_bytes + read_buffer;
+  const uint64_t memory = physical_memory_bytes();
+  if (memory > 0 && needed > static_cast<double>(memory)) {
+    throw Error(ErrorCode::kOutOfMemory,
+                fmt::format("the shape needs {:.3g} bytes (KV cache {:.3g} from --batch {} x "
+                            "--context {} x --heads {} x --head-size {}; query and output "
+                            "{:.3g}; --read-buffer-mb {}) but this machine has {} bytes of "
+                            "memory",
+                            needed, work.kv_bytes, a.batch, a.context, a.heads, a.head_size,
+                            qo_bytes, a.read_buffer_mb, memory));
+  }
 }
 
 // A CUDA backend on CUDA device 0: the time per forward (runs of forwards back to back, one
@@ -81,7 +119,7 @@ void run_gpu_bench(const AttentionBackend& backend, const bench::BenchShape& sha
     j["tflop_per_s"] = tflop_per_s;
     j["read_gb_per_s_ceiling"] = read_ceiling;
     j["kv_read_ratio"] = kv_gb_per_s / read_ceiling;
-    std::cout << j.dump(2) << "\n";
+    print_json(j);
     return;
   }
   std::printf("backend      %s on %s\n", std::string(backend.name()).c_str(),
@@ -97,23 +135,10 @@ void run_gpu_bench(const AttentionBackend& backend, const bench::BenchShape& sha
 
 void run_bench(const BenchArgs& a) {
   const auto [q_heads, kv_heads] = parse_heads(a.heads);
-  for (auto [name, value] : {std::pair{"--head-size", a.head_size},
-                             {"--batch", a.batch},
-                             {"--context", a.context},
-                             {"--query-len", a.query_len},
-                             {"--block-size", a.block_size},
-                             {"--repeats", a.repeats},
-                             {"--read-buffer-mb", a.read_buffer_mb}}) {
-    if (value < 1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  std::string(name) + " " + std::to_string(value) + " must be at least 1");
-    }
-  }
   if (a.query_len > a.context) {
     throw Error(ErrorCode::kInvalidArgument, "--query-len " + std::to_string(a.query_len) +
                                                  " exceeds --context " + std::to_string(a.context));
   }
-  if (a.threads < 0) throw Error(ErrorCode::kInvalidArgument, "--threads must be >= 0");
   if (a.threads > 0) omp_set_num_threads(a.threads);
   const int threads = omp_get_max_threads();
 
@@ -126,6 +151,7 @@ void run_bench(const BenchArgs& a) {
   shape.dtype = parse<DType>(a.dtype);
   shape.kv_cache_dtype = parse<KvCacheDType>(a.kv_cache_dtype);
   shape.block_size = a.block_size;
+  check_bench_memory(shape, a);
 
   const auto backend = global_registry().get(a.backend);
   bench::TimingOptions options;
@@ -174,7 +200,7 @@ void run_bench(const BenchArgs& a) {
     j["bf16_dot_gflop_per_s_ceiling"] = ceilings.bf16_dot_gflop_per_s;
     j["kv_read_ratio"] = r.read_ratio;
     j["flop_ratio"] = r.flop_ratio;
-    std::cout << j.dump(2) << "\n";
+    print_json(j);
     return;
   }
   std::printf("backend      %s (%d threads, cpu isa %s)\n", std::string(backend->name()).c_str(),
@@ -197,12 +223,18 @@ void add_bench_command(CLI::App& app) {
       "bench", "Time one attention shape on a backend against this machine's measured ceilings");
   cmd->add_option("--backend", args->backend, "Backend name")->capture_default_str();
   cmd->add_option("--heads", args->heads, "Query/KV heads, Q/KV")->capture_default_str();
-  cmd->add_option("--head-size", args->head_size, "Head size")->capture_default_str();
-  cmd->add_option("--batch", args->batch, "Requests")->capture_default_str();
+  cmd->add_option("--head-size", args->head_size, "Head size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxModelHeadSize));
+  cmd->add_option("--batch", args->batch, "Requests")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxWorkloadRequests));
   cmd->add_option("--context", args->context, "Keys each request attends over")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxRequestTokens));
   cmd->add_option("--query-len", args->query_len, "New tokens per request (1 = decode)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxRequestTokens));
   cmd->add_flag("--causal", args->causal, "Causal prefill (else non-causal for query-len > 1)");
   cmd->add_flag("--sinks", args->sinks, "Attention sinks");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
@@ -211,14 +243,21 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "Compute dtype (bf16, fp16, fp32)")
       ->capture_default_str();
   cmd->add_option("--block-size", args->block_size, "Tokens per cache block")
-      ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "OpenMP threads (0 = all)")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxBlockSizeFlag));
+  cmd->add_option("--threads", args->threads, "OpenMP threads (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, max_threads_flag()));
   cmd->add_option("--repeats", args->repeats, "Timed repeats (the median is reported)")
-      ->capture_default_str();
-  cmd->add_option("--warmup", args->warmup, "Untimed warm-up runs")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxRepeatsFlag));
+  cmd->add_option("--warmup", args->warmup, "Untimed warm-up runs")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxRepeatsFlag));
   cmd->add_option("--read-buffer-mb", args->read_buffer_mb,
                   "Buffer of the read-bandwidth measurement (keep it far above the caches)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   add_json_flag(*cmd, args->json);
   cmd->callback([args] { run_bench(*args); });
 }

@@ -45,7 +45,7 @@ void run_conformance_command(const ConformanceCommandOptions& o) {
   options.filter = o.filter;
   const conformance::ConformanceReport report = conformance::run_conformance(*backend, options);
   if (o.json) {
-    std::cout << conformance::to_json(report).dump(2) << "\n";
+    print_json(conformance::to_json(report));
   } else {
     std::cout << conformance::format_table(report);
   }
@@ -77,7 +77,9 @@ void add_conformance_command(CLI::App& app) {
   add_json_flag(*command, options->json);
   command->add_option("--filter", options->filter,
                       "Only cases whose name contains this text (e.g. window, kv=fp8_e4m3)");
-  command->add_option("--seed", options->seed, "Seed of the random inputs")->capture_default_str();
+  command->add_option("--seed", options->seed, "Seed of the random inputs")
+      ->capture_default_str()
+      ->check(seed_text());
   command->add_flag("--list", options->list, "List the cases without running them");
   command->callback([options] { run_conformance_command(*options); });
 }

@@ -32,9 +32,7 @@ struct ExplainOptions {
 // --attention-backend is the config's global "backend" given on its own; both at once,
 // or either with ATTNKIT_ATTENTION_BACKEND, is ambiguous.
 AttentionConfig resolve_attention(const ExplainOptions& o) {
-  std::string config_text = o.attention_config;
-  if (config_text.starts_with('@')) config_text.erase(0, 1);  // @FILE, as in curl
-  AttentionConfig config = load_attention_config(config_text);
+  AttentionConfig config = load_attention_config(o.attention_config);
   if (o.attention_backend.empty()) return config;
   if (config.backend_source == BackendSource::kConfig) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -65,19 +63,12 @@ void run_explain(const ExplainOptions& o) {
   request.platform = resolve_platform(o.platform);
   if (!o.dtype.empty()) request.dtype = parse<DType>(o.dtype);
   request.kv_cache_dtype = parse<KvCacheDType>(o.kv_cache_dtype);
-  if (o.block_size) {
-    if (*o.block_size <= 0) {
-      throw Error(
-          ErrorCode::kInvalidArgument,
-          fmt::format("--block-size must be a positive number of tokens, got {}", *o.block_size));
-    }
-    request.block_size = o.block_size;
-  }
+  request.block_size = o.block_size;  // 1 .. kMaxBlockSizeFlag, checked by CLI11
   request.attention = resolve_attention(o);
   const ModelDescription model = load_model(o.model);
   const Explanation explanation = explain(model, request);
   if (o.json) {
-    std::cout << to_json(explanation).dump(2) << "\n";
+    print_json(to_json(explanation));
   } else {
     std::cout << to_text(explanation);
   }
@@ -107,7 +98,8 @@ void add_explain_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--block-size", options->block_size,
                   "Cache block size in tokens for every group; default: chosen per group from "
-                  "its backends");
+                  "its backends")
+      ->check(CLI::Range(1, kMaxBlockSizeFlag));
   cmd->add_option("--attention-backend", options->attention_backend,
                   "Backend for every layer (the attention config's \"backend\"), or auto");
   add_attention_config_option(*cmd, options->attention_config)

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
@@ -40,6 +41,12 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const attnkit::Error& e) {
     std::cerr << "attnkit: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Flags are bounded so that no valid combination should get here; if one does, it is
+    // the machine's memory that ran out, which the user can act on.
+    std::cerr << "attnkit: error: out of memory: this machine cannot hold what the flags ask "
+                 "for (make the shape, the request count or the KV cache smaller)\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "attnkit: internal error: " << e.what() << "\n";

@@ -8,9 +8,11 @@
 #include <charconv>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/error.h"
+#include "attnkit/model/model_limits.h"
 #include "attnkit/model/model_loader.h"
 #include "attnkit/runtime/model_runner.h"
 #include "attnkit/selector/selector.h"
@@ -82,7 +84,16 @@ size_t parse_memory_size(const std::string& text) {
     scale = 1024.0 * 1024 * 1024;
   else
     throw bad();
-  return static_cast<size_t>(value * scale);
+  const double bytes = value * scale;
+  // 2^63 bytes: beyond any machine, and what a size_t holds on every platform with room.
+  constexpr double kMaxBytes = 9223372036854775808.0;
+  if (!(bytes < kMaxBytes)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--kv-cache-memory '{}' is {:.3g} bytes, more than the {:.3g} bytes "
+                            "it may ask for",
+                            text, bytes, kMaxBytes));
+  }
+  return static_cast<size_t>(bytes);
 }
 
 // A progress bar on a terminal (redrawn in place), plain lines otherwise (every quarter of
@@ -128,22 +139,6 @@ class Progress {
 };
 
 void run(const RunOptions& o, const CLI::App& command) {
-  if (o.requests < 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--requests {} must be at least 1", o.requests));
-  }
-  if (o.output_len < 1) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--output-len {} must be at least 1", o.output_len));
-  }
-  if (o.verify_samples < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--verify-samples {} must be >= 0 (0 = every row)", o.verify_samples));
-  }
-  if (o.max_layers_per_kind < 0 || o.window_cap < 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "--max-layers-per-kind and --window-cap must be >= 0 (0 = no reduction)");
-  }
   const ModelDescription model = load_model(o.model);
   // The runner executes on this machine's CPU; --platform names it explicitly or asks for
   // another one (which the runner rejects with its reason).
@@ -154,13 +149,7 @@ void run(const RunOptions& o, const CLI::App& command) {
   RunnerOptions ro;
   if (!o.dtype.empty()) ro.dtype = parse<DType>(o.dtype);
   ro.kv_cache_dtype = parse<KvCacheDType>(o.kv_cache_dtype);
-  if (o.block_size != 0) {
-    if (o.block_size < 1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("--block-size {} must be positive", o.block_size));
-    }
-    ro.block_size = o.block_size;
-  }
+  if (command.count("--block-size") > 0) ro.block_size = o.block_size;
   if (command.count("--num-blocks") > 0 && o.num_blocks < 2) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--num-blocks {} must be at least 2 (block 0 is the null block)",
@@ -206,7 +195,7 @@ void run(const RunOptions& o, const CLI::App& command) {
   const RunReport report = runner.run(requests);
   progress.finish();
   if (o.json) {
-    std::cout << to_json(report).dump(2) << "\n";
+    print_json(to_json(report));
   } else {
     std::cout << to_text(report);
   }
@@ -234,37 +223,46 @@ void add_run_command(CLI::App& app) {
                   "holding one")
       ->capture_default_str();
   add_platform_option(*cmd, o.platform);
-  cmd->add_option("--requests", o.requests, "Number of requests")->capture_default_str();
+  cmd->add_option("--requests", o.requests, "Number of requests")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxWorkloadRequests));
   cmd->add_option("--prompt-len", o.prompt_len, "Prompt lengths MIN:MAX (uniform per request) or N")
       ->capture_default_str();
   cmd->add_option("--output-len", o.output_len, "Tokens each request generates")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxRequestTokens));
   cmd->add_option("--encoder-len", o.encoder_len,
                   "Encoder-decoder models: encoder input lengths MIN:MAX or N")
       ->capture_default_str();
   cmd->add_option("--arrival-interval", o.arrival_interval,
                   "Steps between request arrivals (0 = all arrive at once)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
   cmd->add_option("--max-batch-tokens", o.max_batch_tokens,
                   "Token budget of one step (prefill chunks + decodes)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxRequestTokens));
   cmd->add_option("--max-num-seqs", o.max_num_seqs, "Requests in one step at most")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxWorkloadRequests));
   auto* blocks = cmd->add_option("--num-blocks", o.num_blocks,
-                                 "KV-cache blocks in the pool, the null block included");
+                                 "KV-cache blocks in the pool, the null block included")
+                     ->check(CLI::Range(2, kMaxNumBlocksFlag));
   auto* memory = cmd->add_option("--kv-cache-memory", o.kv_cache_memory,
                                  "KV-cache memory (e.g. 256MiB, 1GiB); sets the block count")
                      ->capture_default_str();
   blocks->excludes(memory);
   cmd->add_option("--block-size", o.block_size,
-                  "Cache block size in tokens (default: from the chosen backends)");
+                  "Cache block size in tokens (default: from the chosen backends)")
+      ->check(CLI::Range(1, kMaxBlockSizeFlag));
   cmd->add_option("--dtype", o.dtype,
                   "Compute dtype: float32, float16 or bfloat16 (default: the model's)");
   cmd->add_option("--kv-cache-dtype", o.kv_cache_dtype,
                   "KV-cache dtype: auto, float16, bfloat16, float32, fp8_e4m3, fp8_e5m2")
       ->capture_default_str();
   cmd->add_option("--seed", o.seed, "Seed of the workload and the synthetic Q/K/V")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(seed_text());
   cmd->add_flag("--verify", o.verify,
                 "Recompute outputs with dense attention over each request's full history and "
                 "report the max relative error per layer kind (fails above the tolerance)");
@@ -275,17 +273,21 @@ void add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--verify-samples", o.verify_samples,
                   "Output rows verified per layer per step (0 = every row)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--tolerance", o.tolerance,
-                  "Verification tolerance (default: by dtype, 1e-3 fp32, 5e-3 fp16, 2e-2 bf16)");
+                  "Verification tolerance (default: by dtype, 1e-3 fp32, 5e-3 fp16, 2e-2 bf16)")
+      ->check(positive_finite_number());
   add_attention_config_option(*cmd, o.attention_config);
   cmd->add_option("--max-layers-per-kind", o.max_layers_per_kind,
                   "Quick runs: keep at most N layers of each attention kind (0 = all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxModelLayers));
   cmd->add_option("--window-cap", o.window_cap,
                   "Quick runs: cap sliding windows and chunk sizes at N tokens (0 = as "
                   "configured)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxModelContext));
   add_json_flag(*cmd, o.json);
   cmd->add_flag("--quiet", o.quiet, "No progress output");
   cmd->callback([options, cmd] { run(*options, *cmd); });

@@ -69,13 +69,15 @@ nlohmann::json backends_to_json(const Platform& platform, const BackendRegistry&
     for (const auto& [field, value] : row.backend->capabilities().describe()) {
       capabilities_text[field] = value;
     }
-    backends.push_back({{"name", row.name},
-                        {"origin", to_string(row.origin)},
-                        {"description", row.backend->description()},
-                        {"runnable", row.reasons.empty()},
-                        {"reasons", row.reasons},
-                        {"capabilities", to_json(row.backend->capabilities())},
-                        {"capabilities_text", capabilities_text}});
+    nlohmann::json entry = {{"name", row.name},
+                            {"origin", to_string(row.origin)},
+                            {"description", row.backend->description()},
+                            {"runnable", row.reasons.empty()},
+                            {"reasons", row.reasons},
+                            {"capabilities", to_json(row.backend->capabilities())},
+                            {"capabilities_text", capabilities_text}};
+    if (row.origin == BackendOrigin::kPlugin) entry["library"] = registry.library(row.name);
+    backends.push_back(std::move(entry));
   }
   out["backends"] = backends;
   out["reserved"] = nlohmann::json::array();

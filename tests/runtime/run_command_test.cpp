@@ -117,9 +117,9 @@ TEST(RunCommand, BadInputIsAClearError) {
   for (const Case& c : std::vector<Case>{
            {"--prompt-len 9:3", "MIN:MAX"},
            {"--prompt-len abc", "'abc'"},
-           {"--requests 0", "--requests 0"},
+           {"--requests 0", "--requests: Value 0 not in range 1 to 1048576"},
            {"--kv-cache-memory 12XB", "12XB"},
-           {"--num-blocks 1", "--num-blocks 1"},
+           {"--num-blocks 1", "--num-blocks: Value 1 not in range 2 to 16777216"},
            {"--num-blocks 10 --kv-cache-memory 1MiB", "excludes"},
            {"--model no-such-model", "gemma-3-1b-it"},
            {"--platform cuda:9.0", "cuda:9.0"},
