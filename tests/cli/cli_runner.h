@@ -20,12 +20,15 @@ struct CliResult {
 };
 
 // `args` is appended to the command line as is (quote values that need it); `env` is
-// prefixed (e.g. "ATTNKIT_ATTENTION_BACKEND=REFERENCE").
-inline CliResult run_cli(const std::string& args, const std::string& env = "") {
+// prefixed (e.g. "ATTNKIT_ATTENTION_BACKEND=REFERENCE"); `shell` runs first in the same
+// shell (e.g. "ulimit -v 4000000;") and `wrapper` precedes the executable (e.g.
+// "timeout 60").
+inline CliResult run_cli(const std::string& args, const std::string& env = "",
+                         const std::string& shell = "", const std::string& wrapper = "") {
   char err_path[] = "/tmp/attnkit_cli_stderr_XXXXXX";
   const int fd = mkstemp(err_path);
   if (fd >= 0) close(fd);
-  const std::string command = (env.empty() ? "" : "env " + env + " ") +
+  const std::string command = shell + (env.empty() ? "" : " env " + env) + " " + wrapper + " " +
                               std::string(ATTNKIT_CLI_PATH) + " " + args + " 2>" + err_path;
   CliResult result;
   FILE* pipe = popen(command.c_str(), "r");
