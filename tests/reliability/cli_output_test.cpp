@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -28,6 +29,20 @@ void expect_json(const testing::CliResult& r) {
 }
 
 TEST(CliOutput, BackendsJsonIsOnlyJson) { expect_json(run_cli("backends --json")); }
+
+// A model path that is not UTF-8 used to make the JSON dump throw after the whole run
+// (exit 2, the report lost); the bytes are replaced by U+FFFD instead.
+TEST(CliOutput, JsonOutputSurvivesPathsThatAreNotUtf8) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "attnkit_\xff_model";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(std::string(ATTNKIT_MODELS_DIR) + "/llama-3.1-8b-instruct.json",
+                             dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string path = "'" + dir.string() + "'";
+  expect_json(run_cli("explain --json --model " + path));
+  expect_json(run_cli("run --json --quiet --requests 1 --max-layers-per-kind 1 --model " + path));
+  std::filesystem::remove_all(dir);
+}
 
 TEST(CliOutput, ExplainJsonKeepsTheSelectorsWarningOnStderr) {
   const auto r = run_cli(std::string("explain --model gemma-3-1b-it --json") + kPreferConfig);
