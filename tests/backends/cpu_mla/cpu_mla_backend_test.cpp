@@ -274,6 +274,13 @@ TEST(CpuMla, RejectsBadTensorsAndMetadata) {
   HostTensor key(ScalarType::kFloat32, {1, 1, kLatent});
   HostTensor out(ScalarType::kFloat32, {1, 16, kLora});
   HostTensor bad_query(ScalarType::kBFloat16, {1, 16, kLatent});
+  // Fresh random inputs: the good call must not read memory nothing wrote.
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (HostTensor* t : {&query, &key, &cache_key}) {
+    auto* data = static_cast<float*>(t->data());
+    for (int64_t i = 0; i < t->view().numel(); ++i) data[i] = dist(gen);
+  }
   const AttentionMetadata& meta = builder->build(common);
   auto message = [&](const TensorView& q, const KvCacheTensors& kv) {
     try {

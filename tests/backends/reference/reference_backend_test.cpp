@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <random>
 #include <string>
 
 #include "attnkit/core/error.h"
@@ -90,6 +91,14 @@ struct Step {
   std::unique_ptr<AttentionBackend> backend = make_reference_backend();
 
   Step() {
+    // Fresh random inputs: a step over memory nothing wrote reads NaN under
+    // ATTNKIT_POISON_MEMORY, and checked mode rightly refuses it.
+    std::mt19937 gen(7);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (HostTensor* t : {&q, &k, &v, &kc, &vc}) {
+      auto* data = static_cast<float*>(t->data());
+      for (int64_t i = 0; i < t->view().numel(); ++i) data[i] = dist(gen);
+    }
     layer.num_heads = 2;
     layer.num_kv_heads = 1;
     layer.head_size = layer.head_size_v = 4;
