@@ -111,7 +111,7 @@ class Progress {
                                                   static_cast<double>(p.tokens_total))
                               : 1.0;
       const int filled = static_cast<int>(frac * kWidth);
-      std::fprintf(stderr, "\r[%s%s] %3d%%  %d/%d requests  %ld tokens  step %d",
+      std::fprintf(stderr, "\r[%s%s] %3d%%  %d/%d requests  %ld tokens  step %ld",
                    std::string(static_cast<size_t>(filled), '#').c_str(),
                    std::string(static_cast<size_t>(kWidth - filled), '.').c_str(),
                    static_cast<int>(frac * 100), p.requests_finished, p.requests_total,

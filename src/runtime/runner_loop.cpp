@@ -29,7 +29,7 @@ double seconds_since(Clock::time_point start) {
 
 // Checked mode: names, by request id, every request whose rows of this forward call hold
 // NaN/inf (`bad`: what the backend reported, else a scan of the fetched output).
-void throw_non_finite(int step, int layer, std::string_view backend,
+void throw_non_finite(int64_t step, int layer, std::string_view backend,
                       const std::vector<StepRow>& rows, const std::vector<NonFiniteRows>& bad,
                       int num_reqs) {
   std::string list;
@@ -46,7 +46,7 @@ void throw_non_finite(int step, int layer, std::string_view backend,
 
 // Output rows to verify: all of them, or `samples` distinct rows picked by a seeded hash
 // (a partial Fisher-Yates shuffle), so different steps and layers check different rows.
-std::vector<int> rows_to_verify(int num_rows, int samples, uint64_t seed, int step, int layer) {
+std::vector<int> rows_to_verify(int num_rows, int samples, uint64_t seed, int64_t step, int layer) {
   std::vector<int> rows(static_cast<size_t>(num_rows));
   std::iota(rows.begin(), rows.end(), 0);
   if (samples <= 0 || samples >= num_rows) return rows;

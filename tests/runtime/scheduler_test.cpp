@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <map>
 
 #include "attnkit/core/error.h"
@@ -154,6 +156,22 @@ TEST(Scheduler, JumpsToTheNextArrivalInsteadOfIdling) {
   s.finish_step(step);
   EXPECT_TRUE(s.done());
   EXPECT_TRUE(s.schedule().empty());
+}
+
+// The last arrival step an int can hold: the steps after it count on past INT_MAX (steps
+// are 64-bit; an int step once overflowed here).
+TEST(Scheduler, RunsPastTheLastArrivalAnIntCanHold) {
+  CountingAllocator alloc(100, 16);
+  SchedulerOptions o;
+  Scheduler s(o, alloc);
+  constexpr int kLast = std::numeric_limits<int>::max();
+  s.add_request({.id = 0, .prompt_len = 5, .output_len = 3, .arrival_step = kLast});
+  const std::vector<SchedulerStep> steps = run_all(s, o);
+  ASSERT_EQ(steps.size(), 3u);  // the prompt, then two decodes
+  EXPECT_EQ(steps.front().step, int64_t{kLast});
+  EXPECT_EQ(steps.back().step, int64_t{kLast} + 2);
+  EXPECT_EQ(s.current_step(), int64_t{kLast} + 3);
+  EXPECT_EQ(s.num_generated(0), 3);
 }
 
 TEST(Scheduler, PreemptsTheNewestRequestWhenBlocksRunOutAndRecomputesIt) {

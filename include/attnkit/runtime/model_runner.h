@@ -18,6 +18,7 @@
 // the step that admits it, and cross attention caches their K/V then; encoder-only models
 // run each request's whole prompt in one pass, without a cache.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -46,7 +47,7 @@ struct ATTNKIT_API VerifyOptions {
 
 // Progress after each step, for progress bars.
 struct ATTNKIT_API StepProgress {
-  int step = 0;
+  int64_t step = 0;
   int steps_run = 0;
   int requests_finished = 0;
   int requests_total = 0;

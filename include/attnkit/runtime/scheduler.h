@@ -15,6 +15,7 @@
 // After each step, windowed groups release blocks no future query can see, and finished
 // requests free everything.
 
+#include <cstdint>
 #include <deque>
 #include <unordered_map>
 #include <vector>
@@ -67,7 +68,7 @@ struct ATTNKIT_API ScheduledChunk {
 };
 
 struct ATTNKIT_API SchedulerStep {
-  int step = 0;
+  int64_t step = 0;
   // Running requests first (decodes and continuing prefills), then newly admitted ones.
   std::vector<ScheduledChunk> chunks;
   // Requests preempted while this step was scheduled (their blocks are already free).
@@ -100,7 +101,7 @@ class ATTNKIT_API Scheduler {
   int num_generated(int id) const;
   int num_preemptions() const { return num_preemptions_; }
   int num_finished() const { return num_finished_; }
-  int current_step() const { return step_; }
+  int64_t current_step() const { return step_; }
 
  private:
   enum class Status { kWaiting, kRunning, kFinished };
@@ -125,7 +126,7 @@ class ATTNKIT_API Scheduler {
   std::unordered_map<int, State> states_;  // by request id
   std::deque<int> waiting_;                // request ids, front first
   std::vector<int> running_;               // request ids in admission order
-  int step_ = 0;
+  int64_t step_ = 0;
   int num_preemptions_ = 0;
   int num_finished_ = 0;
 };
