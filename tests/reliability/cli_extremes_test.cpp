@@ -20,8 +20,48 @@ namespace {
 
 using ::testing::HasSubstr;
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ATTNKIT_TEST_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define ATTNKIT_TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define ATTNKIT_TEST_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define ATTNKIT_TEST_TSAN 1
+#endif
+
+// The memory bound of a run: `ulimit -v 4000000` (about 3.8 GiB of address space). A
+// sanitized executable reserves terabytes of address space for its shadow memory before
+// main(), so under AddressSanitizer or ThreadSanitizer the sanitizer's allocator holds the
+// same bound instead (no single allocation over 4000 MiB; with ASan, no more than 4000 MiB
+// resident). Those allocators end the process with a report rather than throw
+// std::bad_alloc, so there a case passes only if the CLI refuses the input before it
+// allocates, which is what the flag checks are for.
+std::string memory_bound_env() {
+#if defined(ATTNKIT_TEST_ASAN)
+  return "ASAN_OPTIONS=\"$ASAN_OPTIONS:max_allocation_size_mb=4000:hard_rss_limit_mb=4000\"";
+#elif defined(ATTNKIT_TEST_TSAN)
+  return "TSAN_OPTIONS=\"$TSAN_OPTIONS max_allocation_size_mb=4000\"";
+#else
+  return "";
+#endif
+}
+
+std::string memory_bound_shell() {
+#if defined(ATTNKIT_TEST_ASAN) || defined(ATTNKIT_TEST_TSAN)
+  return "";
+#else
+  return "ulimit -v 4000000;";
+#endif
+}
+
 testing::CliResult run_bounded(const std::string& args) {
-  return testing::run_cli(args, "", "ulimit -v 4000000;", "timeout 60");
+  return testing::run_cli(args, memory_bound_env(), memory_bound_shell(), "timeout 60");
 }
 
 struct BadInput {
