@@ -70,134 +70,183 @@ struct WgmmaFlashConfig {
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
 };
 
-template <typename T, typename C>
-__global__ void __launch_bounds__(C::kThreads, 1)
-    flash_wgmma_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
-                       float* partial_lse, unsigned* split_counters) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using namespace sm90;
-  constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, kSlabs = C::kSlabs;
-  constexpr int kChunks = C::kChunks;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const uint32_t raw = smem_address(smem_raw);
-  const uint32_t base = (raw + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (base - raw);
-  // Per stage s (at + 8 s): K landed, V landed (producer arrivals); K free, V free
-  // (consumer warps' arrivals).
-  const uint32_t full_k = base + C::kBarrierOffset;
-  const uint32_t full_v = full_k + 8u * STAGES;
-  const uint32_t empty_k = full_v + 8u * STAGES;
-  const uint32_t empty_v = empty_k + 8u * STAGES;
+// The steps of flash_wgmma_kernel, in the order it runs them. Each is inlined into the
+// kernel: every size is a compile-time constant of C and the register arrays (S, O, P) are
+// members of the consumer's state, which lives in registers.
 
-  let_next_grid_start();  // see flash_attention_kernel
-  const CudaWorkItem item = items[blockIdx.x];
-  const int kv_head = blockIdx.y;
-  const int group = p.num_heads / p.num_kv_heads;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
-  const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
-  const int pos_base = item.kv_len - item.q_len;  // position of token 0
+// The dynamic shared-memory window, aligned up to 1024 bytes, and its mbarriers: per stage
+// s (at + 8 s) K landed and V landed (producer arrivals), K free and V free (consumer
+// warps' arrivals).
+template <typename C>
+struct WgmmaSmem {
+  unsigned char* data;  // the aligned window
+  uint32_t base;        // its shared-memory address
+  uint32_t full_k, full_v, empty_k, empty_v;
 
-  if (tid == 0) {
+  __device__ __forceinline__ explicit WgmmaSmem(unsigned char* raw_window) {
+    const uint32_t raw = smem_address(raw_window);
+    base = (raw + 1023u) & ~1023u;
+    data = raw_window + (base - raw);
+    full_k = base + C::kBarrierOffset;
+    full_v = full_k + 8u * C::STAGES;
+    empty_k = full_v + 8u * C::STAGES;
+    empty_v = empty_k + 8u * C::STAGES;
+  }
+
+  __device__ __forceinline__ void init_barriers() const {
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(full_k + 8u * s, 128);  // producer threads
-      mbarrier_init(full_v + 8u * s, 128);
-      mbarrier_init(empty_k + 8u * s, 4 * C::kConsumers);  // consumer warps
-      mbarrier_init(empty_v + 8u * s, 4 * C::kConsumers);
+    for (int s = 0; s < C::STAGES; ++s) {
+      sm90::mbarrier_init(full_k + 8u * s, 128);  // producer threads
+      sm90::mbarrier_init(full_v + 8u * s, 128);
+      sm90::mbarrier_init(empty_k + 8u * s, 4 * C::kConsumers);  // consumer warps
+      sm90::mbarrier_init(empty_v + 8u * s, 4 * C::kConsumers);
     }
   }
-  __syncthreads();
-  // A programmatic dependent launch (kernel_launch.cuh): only the work item is read above;
-  // Q, the cache, the partials and the output wait for the previous grid to finish.
-  wait_for_previous_grid();
+};
 
-  if (warp < 4) {
-    // ---------------------------------------------------------------- producer
-    setmaxnreg_dec<C::kProducerRegs>();
-    // 8 threads per key (16 keys per pass): thread `sub` copies 16-byte chunk `sub` of
-    // every 64-column slab of its key's K and V rows, so one warp instruction reads four
-    // whole 128-byte lines.
-    const int sub = tid & 7, key_in_pass = tid >> 3;
-    const uint32_t dst_key = base + C::kKvOffset + static_cast<uint32_t>(key_in_pass) * 128u +
-                             static_cast<uint32_t>((sub ^ (key_in_pass & 7)) << 4);
-    const T* k_base = static_cast<const T*>(p.k_cache) +
-                      static_cast<int64_t>(kv_head) * p.k_head_stride + sub * 8;
-    const T* v_base = static_cast<const T*>(p.v_cache) +
-                      static_cast<int64_t>(kv_head) * p.v_head_stride + sub * 8;
-    const int32_t* block_row =
-        p.block_table != nullptr
-            ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
-            : nullptr;
-    const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
-    // Block index and slot of this thread's key of the current pass (paged caches; the
-    // contiguous case ignores them).
-    const int first_key = kv_begin + key_in_pass;
-    const int block_size = block_row != nullptr ? p.block_size : 1 << 30;
-    int walk_block = first_key / block_size;
-    int walk_slot = first_key - walk_block * block_size;
-    for (int tile = 0; tile < num_tiles; ++tile) {
-      const int stage = tile % STAGES;
-      const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
-      const int kb = kv_begin + tile * BN;
-      const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
-      // Where this thread's key of each pass lives: (row, slot) with the element offset
-      // row * row_stride + slot * token_stride; row -1 for keys past kv_end. Contiguous
-      // caches use the token index as the row (row stride = token stride, slot 0). The
-      // paged position (block index, slot) is stepped 16 keys per pass, no division.
-      int32_t key_row[BN / 16], key_slot[BN / 16];
+// The producer warpgroup: every K/V tile of the item into the ring of stages. 8 threads
+// per key (16 keys per pass): thread `sub` copies 16-byte chunk `sub` of every 64-column
+// slab of its key's K and V rows, so one warp instruction reads four whole 128-byte lines.
+template <typename T, typename C>
+__device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
+                                                 const CudaWorkItem& item, int kv_head,
+                                                 const WgmmaSmem<C>& smem) {
+  using namespace sm90;
+  constexpr int BN = C::BN, STAGES = C::STAGES, kSlabs = C::kSlabs;
+  const int tid = threadIdx.x;
+  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
+  const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
+  const int sub = tid & 7, key_in_pass = tid >> 3;
+  const uint32_t dst_key = smem.base + C::kKvOffset + static_cast<uint32_t>(key_in_pass) * 128u +
+                           static_cast<uint32_t>((sub ^ (key_in_pass & 7)) << 4);
+  const T* k_base =
+      static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.k_head_stride + sub * 8;
+  const T* v_base =
+      static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.v_head_stride + sub * 8;
+  const int32_t* block_row =
+      p.block_table != nullptr
+          ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
+          : nullptr;
+  const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
+  // Block index and slot of this thread's key of the current pass (paged caches; the
+  // contiguous case ignores them).
+  const int first_key = kv_begin + key_in_pass;
+  const int block_size = block_row != nullptr ? p.block_size : 1 << 30;
+  int walk_block = first_key / block_size;
+  int walk_slot = first_key - walk_block * block_size;
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    const int stage = tile % STAGES;
+    const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
+    const int kb = kv_begin + tile * BN;
+    const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+    // Where this thread's key of each pass lives: (row, slot) with the element offset
+    // row * row_stride + slot * token_stride; row -1 for keys past kv_end. Contiguous
+    // caches use the token index as the row (row stride = token stride, slot 0). The
+    // paged position (block index, slot) is stepped 16 keys per pass, no division.
+    int32_t key_row[BN / 16], key_slot[BN / 16];
 #pragma unroll
-      for (int pass = 0; pass < BN / 16; ++pass) {
-        const int kpos = kb + pass * 16 + key_in_pass;
-        key_row[pass] = -1;
-        key_slot[pass] = block_row != nullptr ? walk_slot : 0;
-        if (kpos < kv_end) {
-          key_row[pass] = block_row != nullptr ? block_row[walk_block]
-                                               : static_cast<int32_t>(contiguous_row + kpos);
-        }
-        walk_slot += 16;
-        while (walk_slot >= block_size) {
-          walk_slot -= block_size;
-          ++walk_block;
-        }
+    for (int pass = 0; pass < BN / 16; ++pass) {
+      const int kpos = kb + pass * 16 + key_in_pass;
+      key_row[pass] = -1;
+      key_slot[pass] = block_row != nullptr ? walk_slot : 0;
+      if (kpos < kv_end) {
+        key_row[pass] = block_row != nullptr ? block_row[walk_block]
+                                             : static_cast<int32_t>(contiguous_row + kpos);
       }
-      // K, then V, each behind its own pair of barriers.
-#pragma unroll
-      for (int part = 0; part < 2; ++part) {
-        const uint32_t empty = (part == 0 ? empty_k : empty_v) + 8u * stage;
-        if (tile >= STAGES) mbarrier_wait(empty, reuse_parity);
-        const T* src_base = part == 0 ? k_base : v_base;
-        const int64_t token_stride = part == 0 ? p.k_token_stride : p.v_token_stride;
-        const int64_t row_stride = block_row == nullptr ? token_stride
-                                   : part == 0          ? p.k_block_stride
-                                                        : p.v_block_stride;
-#pragma unroll
-        for (int pass = 0; pass < BN / 16; ++pass) {
-          // Out-of-range keys zero-fill (src-size 0) from a valid address.
-          const bool valid = key_row[pass] >= 0;
-          const int64_t off =
-              valid ? key_row[pass] * row_stride + key_slot[pass] * token_stride : 0;
-          const int bytes = valid ? 16 : 0;
-          const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
-#pragma unroll
-          for (int j = 0; j < kSlabs; ++j) {
-            cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
-          }
-        }
-        cp_async_arrive_noinc((part == 0 ? full_k : full_v) + 8u * stage);
+      walk_slot += 16;
+      while (walk_slot >= block_size) {
+        walk_slot -= block_size;
+        ++walk_block;
       }
     }
-    cp_async_wait<0>();
-  } else {
-    // ---------------------------------------------------------------- consumers
-    setmaxnreg_inc<C::kConsumerRegs>();
-    const int wg = (warp >> 2) - 1;  // consumer 0 or 1
-    const int ctid = tid & 127;
-    const int g = lane >> 2, t = lane & 3;
-    const int wg_row0 = item.row_begin + wg * 64;  // first packed row of this consumer
-    const uint32_t q_base = base + static_cast<uint32_t>(wg) * C::kQBytes;
+    // K, then V, each behind its own pair of barriers.
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
+      if (tile >= STAGES) mbarrier_wait(empty, reuse_parity);
+      const T* src_base = part == 0 ? k_base : v_base;
+      const int64_t token_stride = part == 0 ? p.k_token_stride : p.v_token_stride;
+      const int64_t row_stride = block_row == nullptr ? token_stride
+                                 : part == 0          ? p.k_block_stride
+                                                      : p.v_block_stride;
+#pragma unroll
+      for (int pass = 0; pass < BN / 16; ++pass) {
+        // Out-of-range keys zero-fill (src-size 0) from a valid address.
+        const bool valid = key_row[pass] >= 0;
+        const int64_t off = valid ? key_row[pass] * row_stride + key_slot[pass] * token_stride : 0;
+        const int bytes = valid ? 16 : 0;
+        const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
+#pragma unroll
+        for (int j = 0; j < kSlabs; ++j) {
+          cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
+        }
+      }
+      cp_async_arrive_noinc((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
+    }
+  }
+  cp_async_wait<0>();
+}
 
-    // Q (rows past row_end zero-filled), swizzled like the K/V slabs.
+// One consumer warpgroup: 64 packed rows from row_begin + 64 wg, with its online-softmax
+// state in registers (S of the current tile, unnormalised O, row maxima m in log2 units,
+// row sums l, P of the previous tile as wgmma A fragments).
+template <typename T, typename C>
+struct WgmmaConsumer {
+  static constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, kChunks = C::kChunks;
+
+  // What decides which tiles need the mask: the positions of this consumer's first and
+  // last rows, and the visible keys of this thread's two rows.
+  struct TileMaskBounds {
+    int pos_min, pos_max;
+    KeyWindow windows[2];
+  };
+
+  const PagedAttentionParams& p;
+  const CudaWorkItem item;
+  const WgmmaSmem<C> smem;
+  const int kv_head, group;
+  const int warp, lane, wg, ctid, g, t;
+  const int kv_begin, kv_end, num_tiles;
+  const int wg_row0;  // first packed row of this consumer
+  const int row0;     // packed row of this thread's accumulator row h = 0 (h = 1: + 8)
+  const uint32_t q_base;
+  const float scale_log2;
+  const bool soft_cap;
+  const float cap_in, cap_out;
+  float s[BN / 2];
+  float o[D / 2];
+  float m[2], l[2];
+  float alpha[2];  // rescales the running O and l to the new row maxima
+  uint32_t pf[BN / 16][4];
+
+  __device__ __forceinline__ WgmmaConsumer(const PagedAttentionParams& params,
+                                           const CudaWorkItem& work, int head,
+                                           const WgmmaSmem<C>& window)
+      : p(params),
+        item(work),
+        smem(window),
+        kv_head(head),
+        group(params.num_heads / params.num_kv_heads),
+        warp(threadIdx.x >> 5),
+        lane(threadIdx.x & 31),
+        wg((warp >> 2) - 1),
+        ctid(threadIdx.x & 127),
+        g(lane >> 2),
+        t(lane & 3),
+        kv_begin(work.kv_begin),
+        kv_end(work.kv_end),
+        num_tiles((work.kv_end - work.kv_begin + BN - 1) / BN),
+        wg_row0(work.row_begin + wg * 64),
+        row0(wg_row0 + (warp & 3) * 16 + g),
+        q_base(window.base + static_cast<uint32_t>(wg) * C::kQBytes),
+        scale_log2(params.scale * kLog2e),
+        soft_cap(params.soft_cap > 0.0f),
+        cap_in(soft_cap ? params.scale / params.soft_cap : 0.0f),
+        cap_out(soft_cap ? params.soft_cap / params.scale : 0.0f) {}
+
+  // Q (rows past row_end zero-filled), swizzled like the K/V slabs.
+  __device__ __forceinline__ void load_q() {
+    using namespace sm90;
     for (int i = ctid; i < 64 * kChunks; i += 128) {
       const int r = i / kChunks, c = i % kChunks;
       const int row = wg_row0 + r;
@@ -216,164 +265,57 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     cp_async_wait<0>();
     fence_proxy_async();
     named_barrier_sync(2 + wg, 128);
+  }
 
+  // The pipeline over every tile (below), then the row sums across the quad.
+  __device__ __forceinline__ void attend() {
+    const int pos_base = item.kv_len - item.q_len;  // position of token 0
     const int wg_last = min(item.row_end, wg_row0 + 64) - 1;
-    const int pos_min = pos_base + wg_row0 / group;
-    const int pos_max = pos_base + max(wg_last, wg_row0) / group;
-    const float scale_log2 = p.scale * kLog2e;
-    const bool soft_cap = p.soft_cap > 0.0f;
-    const float cap_in = soft_cap ? p.scale / p.soft_cap : 0.0f;
-    const float cap_out = soft_cap ? p.soft_cap / p.scale : 0.0f;
-    // The packed rows of this thread's two accumulator rows (h = 0, 1).
-    const int row0 = wg_row0 + (warp & 3) * 16 + g;
-    KeyWindow windows[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      windows[h] = visible_keys(p, pos_base + (row0 + 8 * h) / group, kv_end);
-
-    const uint64_t q_desc = make_smem_desc(q_base, 16, 1024);
-    const uint64_t k_desc = make_smem_desc(base + C::kKvOffset, 16, 1024);
-    const uint64_t v_desc =
-        make_smem_desc(base + C::kKvOffset + C::kTileBytes, C::kSlabBytes, 1024);
-
-    float s[BN / 2];
-    float o[D / 2];
+    const TileMaskBounds bounds{pos_base + wg_row0 / group,
+                                pos_base + max(wg_last, wg_row0) / group,
+                                {visible_keys(p, pos_base + row0 / group, kv_end),
+                                 visible_keys(p, pos_base + (row0 + 8) / group, kv_end)}};
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) s[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m in log2 units
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[h] = -INFINITY;
+      l[h] = 0.0f;
+    }
+    run_tiles(bounds);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+  }
 
-    // Scores of one tile -> probabilities (fp32, in place in s) and the factor alpha
-    // that rescales the running O and l to the new row maxima.
-    float alpha[2];
-    auto softmax_tile = [&](int tile) {
-      if (soft_cap) {
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) s[i] = cap_out * fast_tanh(s[i] * cap_in);
-      }
-      const int kb = kv_begin + tile * BN;
-      const bool need_mask =
-          kb + BN > kv_end ||
-          (p.causal && (kb + BN - 1 > pos_min || p.chunk_size > 0 ||
-                        (p.sliding_window > 0 && kb <= pos_max - p.sliding_window)));
-      if (need_mask) {
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = kb + j * 8 + 2 * t + (e & 1);
-            const KeyWindow& w = windows[e >> 1];
-            if (key < w.lo || key > w.hi) s[4 * j + e] = -INFINITY;
-          }
-        }
-      }
-      // Online softmax (as flash_kernel.cuh): rows g (h = 0) and g + 8 (h = 1). The row
-      // maxima and sums run as four independent chains each (then combined), not one
-      // serial chain of BN / 4 dependent operations.
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          mx4[j & 3] = fmaxf(mx4[j & 3], fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-        }
-        float mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[h], mx * scale_log2);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-        alpha[h] = fast_exp2(m[h] - m_use);
-        m[h] = m_new;
-        float sum4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-          for (int e = 2 * h; e < 2 * h + 2; ++e) {
-            const float pv = fast_exp2(fmaf(s[4 * j + e], scale_log2, -m_use));
-            s[4 * j + e] = pv;
-            sum4[j & 3] += pv;
-          }
-        }
-        l[h] = l[h] * alpha[h] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
-      }
-    };
-    // P as the A operand of O += P V: the S accumulators of two adjacent n8 tiles form one
-    // A fragment.
-    uint32_t pf[BN / 16][4];
-    auto pack_p = [&] {
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-        pf[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-        pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-        pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-    };
-    // Rescales O to the new maxima; skipped by a warp whose rows' maxima all stayed put
-    // (alpha exactly 1), the common case once the maxima settle.
-    auto rescale_o = [&] {
-      if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 0] *= alpha[0];
-        o[4 * j + 1] *= alpha[0];
-        o[4 * j + 2] *= alpha[1];
-        o[4 * j + 3] *= alpha[1];
-      }
-    };
-    auto issue_s = [&](int stage) {
-      const uint32_t stage_off = static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        const uint32_t in_slab = static_cast<uint32_t>(ks & 3) * 32u;
-        wgmma_ss<BN, T>(s, desc_advance(q_desc, (ks >> 2) * C::kQSlabBytes + in_slab),
-                        desc_advance(k_desc, stage_off + (ks >> 2) * C::kSlabBytes + in_slab),
-                        ks > 0 ? 1 : 0);
-      }
-      wgmma_commit();
-    };
-    auto issue_pv = [&](int stage) {
-      const uint32_t stage_off = static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        wgmma_rs_tb<D, T>(o, pf[kk], desc_advance(v_desc, stage_off + kk * 16u * 128u), 1);
-      }
-      wgmma_commit();
-    };
-    auto release = [&](uint32_t bar) {
-      __syncwarp();
-      if (lane == 0) mbarrier_arrive(bar);
-    };
-    // Turns (kPingPong): consumer c issues after barrier 4 + c has seen its own 128
-    // threads and the other consumer's 128 (or, for consumer 0's first turn, its own
-    // arrival below); it then hands the turn over. Both consumers take num_tiles + 1
-    // turns.
-    auto begin_turn = [&] {
-      if constexpr (C::kPingPong) named_barrier_sync(4 + wg, 256);
-    };
-    auto end_turn = [&] {
-      if constexpr (C::kPingPong) named_barrier_arrive(4 + (wg ^ 1), 256);
-    };
+  // Software pipeline over the tiles (intra-warpgroup overlap): S of tile t and P V of
+  // tile t - 1 are issued back to back, then the softmax of tile t runs while the tensor
+  // cores still compute P V. K of a stage is released once its S is done, V once its
+  // P V is.
+  __device__ __forceinline__ void run_tiles(const TileMaskBounds& bounds) {
+    using namespace sm90;
+    const uint64_t q_desc = make_smem_desc(q_base, 16, 1024);
+    const uint64_t k_desc = make_smem_desc(smem.base + C::kKvOffset, 16, 1024);
+    const uint64_t v_desc =
+        make_smem_desc(smem.base + C::kKvOffset + C::kTileBytes, C::kSlabBytes, 1024);
     if constexpr (C::kPingPong) {
       if (wg == 0) named_barrier_arrive(4, 256);
     }
-
-    // Software pipeline over the tiles (intra-warpgroup overlap): S of tile t and P V of
-    // tile t - 1 are issued back to back, then the softmax of tile t runs while the tensor
-    // cores still compute P V. K of a stage is released once its S is done, V once its
-    // P V is.
     if (num_tiles > 0) {
-      mbarrier_wait(full_k + 0, 0);
+      mbarrier_wait(smem.full_k + 0, 0);
       fence_proxy_async();
       begin_turn();
       wgmma_fence();
-      issue_s(0);
+      issue_s(q_desc, k_desc, 0);
       end_turn();
       wgmma_wait<0>();
       fence_operands(s);
-      release(empty_k + 0);
-      softmax_tile(0);
+      release(smem.empty_k + 0);
+      softmax_tile(0, bounds);
       pack_p();
     }
     for (int tile = 1; tile < num_tiles; ++tile) {
@@ -381,71 +323,187 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       const int prev = (tile - 1) % STAGES;
       const uint32_t parity = (tile / STAGES) & 1;
       rescale_o();  // to the maxima of tile - 1, before its P V joins O
-      mbarrier_wait(full_k + 8u * stage, parity);
-      mbarrier_wait(full_v + 8u * prev, ((tile - 1) / STAGES) & 1);
+      mbarrier_wait(smem.full_k + 8u * stage, parity);
+      mbarrier_wait(smem.full_v + 8u * prev, ((tile - 1) / STAGES) & 1);
       fence_proxy_async();
       begin_turn();
       wgmma_fence();
-      issue_s(stage);
-      issue_pv(prev);
+      issue_s(q_desc, k_desc, stage);
+      issue_pv(v_desc, prev);
       end_turn();
       wgmma_wait<1>();  // S of this tile (P V may still run)
       fence_operands(s);
-      release(empty_k + 8u * stage);
-      softmax_tile(tile);
+      release(smem.empty_k + 8u * stage);
+      softmax_tile(tile, bounds);
       wgmma_wait<0>();
-      fence_operands(o);
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) fence_operands(pf[kk]);
-      release(empty_v + 8u * prev);
+      fence_pv_operands();
+      release(smem.empty_v + 8u * prev);
       pack_p();
     }
     if (num_tiles > 0) {
       const int last = (num_tiles - 1) % STAGES;
       rescale_o();
-      mbarrier_wait(full_v + 8u * last, ((num_tiles - 1) / STAGES) & 1);
+      mbarrier_wait(smem.full_v + 8u * last, ((num_tiles - 1) / STAGES) & 1);
       fence_proxy_async();
       begin_turn();
       wgmma_fence();
-      issue_pv(last);
+      issue_pv(v_desc, last);
       end_turn();
       wgmma_wait<0>();
-      fence_operands(o);
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) fence_operands(pf[kk]);
+      fence_pv_operands();
     }
+  }
 
-    // Epilogue.
+  // Turns (kPingPong): consumer c issues after barrier 4 + c has seen its own 128 threads
+  // and the other consumer's 128 (or, for consumer 0's first turn, its own arrival in
+  // run_tiles); it then hands the turn over. Both consumers take num_tiles + 1 turns.
+  __device__ __forceinline__ void begin_turn() const {
+    if constexpr (C::kPingPong) sm90::named_barrier_sync(4 + wg, 256);
+  }
+  __device__ __forceinline__ void end_turn() const {
+    if constexpr (C::kPingPong) sm90::named_barrier_arrive(4 + (wg ^ 1), 256);
+  }
+
+  // S = Q K^T of the tile in `stage` (both operands from shared memory).
+  __device__ __forceinline__ void issue_s(uint64_t q_desc, uint64_t k_desc, int stage) {
+    using namespace sm90;
+    const uint32_t stage_off = static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const uint32_t in_slab = static_cast<uint32_t>(ks & 3) * 32u;
+      wgmma_ss<BN, T>(s, desc_advance(q_desc, (ks >> 2) * C::kQSlabBytes + in_slab),
+                      desc_advance(k_desc, stage_off + (ks >> 2) * C::kSlabBytes + in_slab),
+                      ks > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+  }
+
+  // O += P V of the tile in `stage` (P from registers, V MN-major from shared memory).
+  __device__ __forceinline__ void issue_pv(uint64_t v_desc, int stage) {
+    using namespace sm90;
+    const uint32_t stage_off = static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      wgmma_rs_tb<D, T>(o, pf[kk], desc_advance(v_desc, stage_off + kk * 16u * 128u), 1);
+    }
+    wgmma_commit();
+  }
+
+  __device__ __forceinline__ void fence_pv_operands() {
+    sm90::fence_operands(o);
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) sm90::fence_operands(pf[kk]);
+  }
+
+  // This warp no longer reads the stage behind `bar`.
+  __device__ __forceinline__ void release(uint32_t bar) const {
+    __syncwarp();
+    if (lane == 0) sm90::mbarrier_arrive(bar);
+  }
+
+  // Scores of one tile -> probabilities (fp32, in place in s) and alpha.
+  __device__ __forceinline__ void softmax_tile(int tile, const TileMaskBounds& bounds) {
+    if (soft_cap) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] = cap_out * fast_tanh(s[i] * cap_in);
+    }
+    const int kb = kv_begin + tile * BN;
+    const bool need_mask =
+        kb + BN > kv_end ||
+        (p.causal && (kb + BN - 1 > bounds.pos_min || p.chunk_size > 0 ||
+                      (p.sliding_window > 0 && kb <= bounds.pos_max - p.sliding_window)));
+    if (need_mask) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = kb + j * 8 + 2 * t + (e & 1);
+          const KeyWindow& w = bounds.windows[e >> 1];
+          if (key < w.lo || key > w.hi) s[4 * j + e] = -INFINITY;
+        }
+      }
+    }
+    // Online softmax (as flash_kernel.cuh): rows g (h = 0) and g + 8 (h = 1). The row
+    // maxima and sums run as four independent chains each (then combined), not one
+    // serial chain of BN / 4 dependent operations.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
-    if (item.num_splits > 1) {
-      // Split-KV partial: rows normalised by their own sum, plus the log2-sum-exp.
+      float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + 8 * h;
-        if (row >= item.row_end) continue;
-        const int64_t slot_row =
-            static_cast<int64_t>(item.partial_base + (row / group) * item.num_splits + item.split) *
-                p.num_heads +
-            kv_head * group + row % group;
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        T* dst = reinterpret_cast<T*>(partial_o) + slot_row * D + 2 * t;
-#pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          *reinterpret_cast<uint32_t*>(dst + 8 * j) =
-              pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
-        }
-        if (t == 0) partial_lse[slot_row] = l[h] > 0.0f ? m[h] + log2f(l[h]) : -INFINITY;
+      for (int j = 0; j < BN / 8; ++j) {
+        mx4[j & 3] = fmaxf(mx4[j & 3], fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
       }
-      const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
-                                      p.o_head_stride, p.num_heads, p.num_kv_heads};
-      split_kv_merge_if_last<T, C>(merge_args, items + blockIdx.x, kv_head, partial_o, partial_lse,
-                                   split_counters, smem);
-      return;
+      float mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx * scale_log2);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      alpha[h] = fast_exp2(m[h] - m_use);
+      m[h] = m_new;
+      float sum4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const float pv = fast_exp2(fmaf(s[4 * j + e], scale_log2, -m_use));
+          s[4 * j + e] = pv;
+          sum4[j & 3] += pv;
+        }
+      }
+      l[h] = l[h] * alpha[h] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
     }
+  }
+
+  // P as the A operand of O += P V: the S accumulators of two adjacent n8 tiles form one
+  // A fragment.
+  __device__ __forceinline__ void pack_p() {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+      pf[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+      pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+      pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  }
+
+  // Rescales O to the new maxima; skipped by a warp whose rows' maxima all stayed put
+  // (alpha exactly 1), the common case once the maxima settle.
+  __device__ __forceinline__ void rescale_o() {
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) return;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j + 0] *= alpha[0];
+      o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1];
+      o[4 * j + 3] *= alpha[1];
+    }
+  }
+
+  // Split-KV partial: rows normalised by their own sum, plus the log2-sum-exp.
+  __device__ __forceinline__ void write_partial(float* partial_o, float* partial_lse) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 8 * h;
+      if (row >= item.row_end) continue;
+      const int64_t slot_row =
+          static_cast<int64_t>(item.partial_base + (row / group) * item.num_splits + item.split) *
+              p.num_heads +
+          kv_head * group + row % group;
+      const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+      T* dst = reinterpret_cast<T*>(partial_o) + slot_row * D + 2 * t;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        *reinterpret_cast<uint32_t*>(dst + 8 * j) =
+            pack2<T>(o[4 * j + 2 * h] * inv, o[4 * j + 2 * h + 1] * inv);
+      }
+      if (t == 0) partial_lse[slot_row] = l[h] > 0.0f ? m[h] + log2f(l[h]) : -INFINITY;
+    }
+  }
+
+  // The output rows (with the sinks' share of the denominator): staged in this consumer's
+  // Q buffer (its S products are complete), row-major with 16-byte chunks swizzled by row,
+  // then written as whole 16-byte chunks.
+  __device__ __forceinline__ void write_output() const {
     float factor[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -457,10 +515,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         factor[h] = safe_exp2(m[h], ref) / denom;
       }
     }
-    // Stage the tile in this consumer's Q buffer (its S products are complete), row-major
-    // with 16-byte chunks swizzled by row, then write whole 16-byte chunks.
-    T* s_out = reinterpret_cast<T*>(smem + static_cast<size_t>(wg) * C::kQBytes);
-    fence_proxy_async();
+    T* s_out = reinterpret_cast<T*>(smem.data + static_cast<size_t>(wg) * C::kQBytes);
+    sm90::fence_proxy_async();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = (warp & 3) * 16 + g + 8 * h;
@@ -470,7 +526,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
             pack2<T>(o[4 * j + 2 * h] * factor[h], o[4 * j + 2 * h + 1] * factor[h]);
       }
     }
-    named_barrier_sync(2 + wg, 128);
+    sm90::named_barrier_sync(2 + wg, 128);
     for (int i = ctid; i < 64 * kChunks; i += 128) {
       const int r = i / kChunks, c = i % kChunks;
       const int row = wg_row0 + r;
@@ -479,6 +535,42 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                (kv_head * group + row % group) * p.o_head_stride + c * 8;
       *reinterpret_cast<uint4*>(out) =
           *reinterpret_cast<const uint4*>(s_out + r * D + ((c ^ (r & 7)) << 3));
+    }
+  }
+};
+
+template <typename T, typename C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_wgmma_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
+                       float* partial_lse, unsigned* split_counters) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const WgmmaSmem<C> smem(smem_raw);
+  let_next_grid_start();  // see flash_attention_kernel
+  const CudaWorkItem item = items[blockIdx.x];
+  const int kv_head = blockIdx.y;
+  if (threadIdx.x == 0) smem.init_barriers();
+  __syncthreads();
+  // A programmatic dependent launch (kernel_launch.cuh): only the work item is read above;
+  // Q, the cache, the partials and the output wait for the previous grid to finish.
+  wait_for_previous_grid();
+
+  if (threadIdx.x < 128) {
+    sm90::setmaxnreg_dec<C::kProducerRegs>();
+    produce_kv_tiles<T, C>(p, item, kv_head, smem);
+  } else {
+    sm90::setmaxnreg_inc<C::kConsumerRegs>();
+    WgmmaConsumer<T, C> consumer(p, item, kv_head, smem);
+    consumer.load_q();
+    consumer.attend();
+    if (item.num_splits > 1) {
+      consumer.write_partial(partial_o, partial_lse);
+      const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
+                                      p.o_head_stride, p.num_heads, p.num_kv_heads};
+      split_kv_merge_if_last<T, C>(merge_args, items + blockIdx.x, kv_head, partial_o, partial_lse,
+                                   split_counters, smem.data);
+    } else {
+      consumer.write_output();
     }
   }
 #else
