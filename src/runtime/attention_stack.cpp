@@ -16,6 +16,7 @@
 #include "attnkit/selector/layer_config.h"
 #include "attnkit/selector/startup_plan.h"
 #include "runtime/device_io.h"
+#include "runtime/startup_checks.h"
 
 namespace attnkit {
 
@@ -152,19 +153,10 @@ AttentionStack::AttentionStack(const ModelDescription& model, const AttentionSta
   // 1. Selection for every attention layer and the KV cache it shapes (what explain says).
   StartupPlan plan = plan_startup(model, {s.dtype, options.kv_cache_dtype, options.block_size},
                                   options.platform, s.selector);
-  if (plan.layers.empty()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("model {} has no attention layers", model.name));
-  }
+  require_runnable(plan, model.name);
   s.kv_config = std::move(plan.kv_cache);
   for (LayerPlan& layer_plan : plan.layers) {
     const LayerSpec& spec = layer_plan.layer;
-    if (!layer_plan.selection->runnable) {
-      throw Error(ErrorCode::kUnsupported,
-                  fmt::format("layer {} ({}): the selected backend {} cannot run here: {}",
-                              spec.index, spec.name, layer_plan.selection->backend,
-                              layer_plan.selection->binary_reason.value_or("not runnable")));
-    }
     StackLayer layer;
     layer.index = spec.index;
     layer.name = spec.name;
@@ -188,18 +180,8 @@ AttentionStack::AttentionStack(const ModelDescription& model, const AttentionSta
     allocator = make_kv_allocator(s.memory);
   }
   s.device = allocator->device();
-  int num_blocks = options.num_blocks;
-  if (s.kv_config.bytes_per_block() == 0) {
-    num_blocks = 2;  // no layer holds a cache (encoder-only): the pool only needs to exist
-  } else if (num_blocks == 0) {
-    num_blocks = s.kv_config.num_blocks_for_bytes(options.kv_cache_bytes);
-    if (num_blocks < 2) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("kv_cache_bytes {} holds fewer than 2 blocks (block 0 is the null "
-                              "block); one block of every layer takes {} bytes",
-                              options.kv_cache_bytes, s.kv_config.bytes_per_block()));
-    }
-  }
+  const int num_blocks =
+      pool_blocks(s.kv_config, options.num_blocks, options.kv_cache_bytes, "kv_cache_bytes");
   s.kv = std::make_unique<KvCacheManager>(s.kv_config, num_blocks);
   s.storage = std::make_unique<KvCacheStorage>(s.kv_config, num_blocks, allocator);
 

@@ -11,6 +11,7 @@
 #include "attnkit/selector/layer_config.h"
 #include "attnkit/selector/startup_plan.h"
 #include "runtime/runner_impl.h"
+#include "runtime/startup_checks.h"
 
 namespace attnkit {
 
@@ -61,17 +62,12 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
   // 1. The start-up plan `attnkit explain` reports: selection per layer, the KV cache.
   StartupPlan plan =
       plan_startup(model, {dtype, options.kv_cache_dtype, options.block_size}, platform, selector);
+  require_runnable(plan, model.name);
   for (LayerPlan& layer_plan : plan.layers) {
     const LayerSpec& spec = layer_plan.layer;
     Layer layer;
     layer.spec = spec;
     layer.selection = layer_plan.selection;
-    if (!layer.selection->runnable) {
-      throw Error(ErrorCode::kUnsupported,
-                  fmt::format("layer {} ({}): the selected backend {} cannot run here: {}",
-                              spec.index, spec.name, layer.selection->backend,
-                              layer.selection->binary_reason.value_or("not runnable")));
-    }
     layer.backend = layer.selection->chosen;
     layer.params = layer_params(spec, dtype, options.kv_cache_dtype);
     layer.params.layer_index = spec.index;
@@ -80,26 +76,11 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
     layer.kv_spec = layer_plan.kv_spec;
     layers.push_back(std::move(layer));
   }
-  if (layers.empty()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("model {} has no attention layers to run", model.name));
-  }
 
   // 2. The KV cache, shaped by the chosen backends.
   kv_config = std::move(plan.kv_cache);
-  if (kv_config.bytes_per_block() == 0) {
-    num_blocks = 2;  // no layer holds a cache (encoder-only): the pool only needs to exist
-  } else if (options.num_blocks > 0) {
-    num_blocks = options.num_blocks;
-  } else {
-    num_blocks = kv_config.num_blocks_for_bytes(options.kv_cache_memory);
-    if (num_blocks < 2) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("KV cache memory of {} bytes holds no block: one block of every "
-                              "layer takes {} bytes (raise --kv-cache-memory)",
-                              options.kv_cache_memory, kv_config.bytes_per_block()));
-    }
-  }
+  num_blocks = pool_blocks(kv_config, options.num_blocks, options.kv_cache_memory,
+                           "kv_cache_memory (--kv-cache-memory)");
   if (num_blocks < 2) {
     throw Error(
         ErrorCode::kInvalidArgument,

@@ -261,7 +261,8 @@ TEST(AttentionStack, ADescribedPlatformOrAPoolTooSmallIsRefused) {
   AttentionStackOptions tiny = options_with();
   tiny.kv_cache_bytes = 1000;
   expect_error([&] { AttentionStack(load_model("llama-3.1-8b-instruct"), tiny); },
-               ErrorCode::kInvalidArgument, {"kv_cache_bytes 1000 holds fewer than 2 blocks"});
+               ErrorCode::kInvalidArgument,
+               {"kv_cache_bytes 1000 holds fewer than 2 blocks (block 0 is the null block)"});
   AttentionStackOptions no_requests = options_with();
   no_requests.limits.max_num_reqs = 0;
   expect_error([&] { AttentionStack(load_model("llama-3.1-8b-instruct"), no_requests); },
