@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kSwitchValues = "1, 0, on, off, true, false";
 
-constexpr std::array<OptionInfo, 7> kOptions{{
+constexpr std::array<OptionInfo, 8> kOptions{{
     {Option::kAttentionBackend, "ATTNKIT_ATTENTION_BACKEND", "unset (automatic selection)",
      "a registered backend name (case-insensitive)",
      "Forces the global attention backend; an error together with a config's backend."},
@@ -29,6 +29,10 @@ constexpr std::array<OptionInfo, 7> kOptions{{
      "bisecting)."},
     {Option::kCudaFlashWgmma, "ATTNKIT_CUDA_FLASH_WGMMA", "on (on sm_90 when built for sm_90a)",
      kSwitchValues, "CUDA_FLASH's wgmma prefill kernels (off: the mma.sync kernels)."},
+    {Option::kCudaMlaSm90Tiles, "ATTNKIT_CUDA_MLA_SM90_TILES",
+     "on (where a block may use 227 KiB of shared memory: 9.0, 10.0)", kSwitchValues,
+     "CUDA_MLA's large-row (prefill, many-head) tiles sized for sm_90's shared memory (off: the "
+     "tiles sm_80 runs)."},
     {Option::kPoisonMemory, "ATTNKIT_POISON_MEMORY", "on in debug builds, off in release builds",
      kSwitchValues,
      "Fills fresh host tensors and host buffers with 0xFF bytes (NaN), so a reader of "

@@ -26,6 +26,14 @@ std::string kernel_variant(std::string_view backend, const Platform& platform) {
         ATTNKIT_CUDA_SM90A && cc == 90 && option_switch(Option::kCudaFlashWgmma) != false;
     variant = std::string(wgmma ? "wgmma prefill (sm_90a)" : "mma.sync prefill") + ", " + variant;
   }
+  if (backend == "CUDA_MLA") {
+    // mla_launch.cuh: the sm_90 large-row tiles where a block may opt into 227 KiB of shared
+    // memory (compute capabilities 9.0 and 10.0), unless the option turns them off.
+    const bool sm90_tiles =
+        (cc == 90 || cc == 100) && option_switch(Option::kCudaMlaSm90Tiles) != false;
+    variant = std::string(sm90_tiles ? "sm_90 large-row tiles" : "sm_80 large-row tiles") + ", " +
+              variant;
+  }
   return variant;
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -91,6 +92,15 @@ TEST_F(Explain, ShowsTheKernelVariantOfEveryChosenBackendAndTheOptions) {
   EXPECT_TRUE(j["options"].is_object());
   EXPECT_EQ(kernel_variant("REFERENCE", test_cpu()), "");
   EXPECT_EQ(kernel_variant("CUDA_PAGED", described_cuda(8, 0)), "dependent launches off");
+  EXPECT_EQ(kernel_variant("CUDA_MLA", described_cuda(8, 0)),
+            "sm_80 large-row tiles, dependent launches off");
+  ASSERT_EQ(unsetenv("ATTNKIT_CUDA_MLA_SM90_TILES"), 0);
+  EXPECT_EQ(kernel_variant("CUDA_MLA", described_cuda(9, 0)).rfind("sm_90 large-row tiles, ", 0),
+            0u);
+  ASSERT_EQ(setenv("ATTNKIT_CUDA_MLA_SM90_TILES", "0", 1), 0);
+  EXPECT_EQ(kernel_variant("CUDA_MLA", described_cuda(9, 0)).rfind("sm_80 large-row tiles, ", 0),
+            0u);
+  ASSERT_EQ(unsetenv("ATTNKIT_CUDA_MLA_SM90_TILES"), 0);
 }
 
 TEST_F(Explain, Gemma3PerKindChoiceSendsSlidingLayersToReference) {

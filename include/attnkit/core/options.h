@@ -25,6 +25,7 @@ enum class Option {
   kCpuIsa,               // ATTNKIT_CPU_ISA: SIMD target of the CPU kernels
   kCudaDependentLaunch,  // ATTNKIT_CUDA_DEPENDENT_LAUNCH: programmatic dependent launches
   kCudaFlashWgmma,       // ATTNKIT_CUDA_FLASH_WGMMA: CUDA_FLASH's sm_90a wgmma prefill
+  kCudaMlaSm90Tiles,     // ATTNKIT_CUDA_MLA_SM90_TILES: CUDA_MLA's sm_90 large-row tiles
   kPoisonMemory,         // ATTNKIT_POISON_MEMORY: fresh host memory filled with NaN bytes
 };
 

@@ -1,8 +1,9 @@
 #pragma once
 // Which tile configuration CUDA_MLA's large-row work runs with. By default the launcher
 // picks MlaLargeSm90Config where the device lets a CTA opt into its shared memory (sm_90)
-// and MlaLargeConfig elsewhere (sm_80). Tests force MlaLargeConfig on an sm_90 GPU so that
-// the configuration sm_80 runs stays covered there. Plain C++ (no CUDA types).
+// and MlaLargeConfig elsewhere (sm_80); ATTNKIT_CUDA_MLA_SM90_TILES=0 (core/options.h)
+// forces MlaLargeConfig for the process. Tests force it per call so that the configuration
+// sm_80 runs stays covered on an sm_90 GPU. Plain C++ (no CUDA types).
 
 namespace attnkit::cuda_mla {
 
