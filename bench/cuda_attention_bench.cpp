@@ -5,7 +5,7 @@
 //   cuda_attention_bench [--json FILE] [--quick] [--only TEXT] [--trace] [--shape
 //   KIND,B,S,H,KVH,D[,sinks|,fp8]]...
 //
-// --trace (a build with ATTNKIT_FLASH_TRACE defined, see src/backends/cuda_flash/flash_trace.cuh)
+// --trace (a build with ATTNKIT_FLASH_TRACE defined, see attnkit/kernels/flash_trace.h)
 // also prints, per CUDA_FLASH shape, when the CTAs of one step pass each point of their
 // life (earliest, median and latest CTA, in microseconds from the step's first CTA) and the
 // host's time to issue one forward.
@@ -35,8 +35,8 @@
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/numeric.h"
+#include "attnkit/kernels/flash_trace.h"
 #include "attnkit/registry/registry.h"
-#include "backends/cuda_flash/flash_trace.cuh"
 
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime.h>
@@ -79,8 +79,8 @@ struct Shape {
 };
 
 #if defined(ATTNKIT_FLASH_TRACE)
-// One step's CTA timeline (flash_trace.cuh): `forward` runs steps back to back; the buffer
-// then holds the last step's marks (every CTA overwrites its own). A merge mark counts only
+// One step's CTA timeline (attnkit/kernels/flash_trace.h): `forward` runs steps back to back; the
+// buffer then holds the last step's marks (every CTA overwrites its own). A merge mark counts only
 // when it follows the same CTA's counter mark (an older step's merge by that CTA does not).
 template <typename F>
 void print_trace(F&& forward) {

@@ -2,7 +2,7 @@
 // (builder + forward, the one-token cache update included) against the device-to-device
 // copy bandwidth measured in the same run.
 //
-//   mla_cuda_bench [--quick]
+//   mla_cuda_bench [--quick] [--large-rows-only]
 //
 // Shapes: 128 and 16 query heads, batch 64 and 128, context 4096 and 8192, page 64, bf16
 // queries/outputs and a bf16 latent cache (576 values per token), plus fp8 e4m3 rows at
@@ -17,16 +17,19 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "attnkit/bench/mla_decode.h"
 #include "attnkit/build_config.h"
 #include "attnkit/core/numeric.h"
+#include "attnkit/core/options.h"
+#include "attnkit/core/platform.h"
+#include "attnkit/explain/explain.h"
 #include "attnkit/kernels/mla_geometry.h"
 #include "attnkit/registry/registry.h"
-#include "backends/cuda_mla/mla_config_choice.h"
-#include "backends/cuda_mla/mla_geometry.h"
 
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime.h>
@@ -58,7 +61,6 @@ void fill_random(void* dst, size_t bytes, bool fp8, std::mt19937& rng) {
 struct Shape {
   int heads, batch, context;
   bool fp8 = false;
-  bool sm80_config = false;  // large-row work forced onto the configuration sm_80 runs
 };
 
 struct Result {
@@ -84,54 +86,14 @@ Result run_shape(const Shape& s, double copy_gbs, std::mt19937& rng) {
   fill_random(q.data(), static_cast<size_t>(T) * H * kLatent * 2, false, rng);
   fill_random(key.data(), static_cast<size_t>(T) * kLatent * 2, false, rng);
 
-  AttentionLayerParams layer;
-  layer.kind = KvCacheKind::kMlaAttention;
-  layer.num_heads = H;
-  layer.num_kv_heads = 1;
-  layer.head_size = kLatent;
-  layer.head_size_v = kRank;
-  layer.use_mla = true;
-  layer.mla_rope_dim = 64;
-  layer.scale = 1.0f / std::sqrt(192.0f);
-  layer.dtype = DType::kBFloat16;
-  layer.kv_cache_dtype = s.fp8 ? KvCacheDType::kFp8E4M3 : KvCacheDType::kAuto;
-  layer.k_scale = layer.v_scale = s.fp8 ? 0.5f : 1.0f;
-  const auto backend = BackendRegistry().get("CUDA_MLA");
-  KvCacheSpec spec;
-  spec.kind = KvCacheKind::kMlaAttention;
-  spec.block_size = kPage;
-  spec.num_kv_heads = 1;
-  spec.head_size = kLatent;
-  auto impl = backend->make_impl(layer);
-
-  // One metadata set (and builder) per disjoint block set, each block table shuffled.
-  std::vector<CommonAttentionMetadata> commons(static_cast<size_t>(sets));
-  std::vector<std::unique_ptr<MetadataBuilder>> builders;
-  std::vector<const AttentionMetadata*> plans;
-  for (int set = 0; set < sets; ++set) {
-    auto& c = commons[static_cast<size_t>(set)];
-    c.num_reqs = s.batch;
-    c.num_actual_tokens = T;
-    c.block_size = kPage;
-    c.max_blocks_per_req = blocks_per_seq;
-    c.max_query_len = 1;
-    c.max_seq_len = s.context;
-    std::vector<int32_t> ids(static_cast<size_t>(s.batch) * blocks_per_seq);
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(set * ids.size() + i);
-    std::shuffle(ids.begin(), ids.end(), rng);
-    c.block_table = ids;
-    c.query_start_loc.push_back(0);
-    for (int b = 0; b < s.batch; ++b) {
-      c.query_start_loc.push_back(c.query_start_loc.back() + 1);
-      c.seq_lens.push_back(s.context);
-      const int pos = s.context - 1;
-      c.slot_mapping.push_back(
-          static_cast<int64_t>(ids[static_cast<size_t>(b) * blocks_per_seq + pos / kPage]) * kPage +
-          pos % kPage);
-    }
-    builders.push_back(backend->make_builder(spec, layer));
-    plans.push_back(&builders.back()->build(c));
-  }
+  bench::MlaDecodeShape shape;
+  shape.heads = H;
+  shape.batch = s.batch;
+  shape.context = s.context;
+  shape.block_size = kPage;
+  shape.kv_cache_dtype = s.fp8 ? KvCacheDType::kFp8E4M3 : KvCacheDType::kAuto;
+  const bench::MlaDecodePlans step =
+      bench::plan_mla_decode(*BackendRegistry().get("CUDA_MLA"), shape, sets, rng);
 
   const Device dev{DeviceType::kCuda, 0};
   KvCacheTensors kv;
@@ -150,7 +112,7 @@ Result run_shape(const Shape& s, double copy_gbs, std::mt19937& rng) {
   Result r;
   r.shape = s;
   r.ms = median_ms([&](int i) {
-    impl->forward(qv, keyv, TensorView(), kv, *plans[static_cast<size_t>(i % sets)], ov);
+    step.impl->forward(qv, keyv, TensorView(), kv, *step.plans[static_cast<size_t>(i % sets)], ov);
   });
   check(cudaDeviceSynchronize(), "forward");
   r.gbs = static_cast<double>(set_bytes) / (r.ms * 1e-3) / 1e9;
@@ -163,9 +125,16 @@ Result run_shape(const Shape& s, double copy_gbs, std::mt19937& rng) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, large_rows_only = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--large-rows-only") == 0) {
+      large_rows_only = true;
+    } else {
+      std::fprintf(stderr, "unknown argument '%s' (valid: --quick, --large-rows-only)\n", argv[i]);
+      return 2;
+    }
   }
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
@@ -178,9 +147,11 @@ int main(int argc, char** argv) {
   const double copy_gbs = copy_bandwidth_gbs();
   std::printf("device: %s, %d SMs; device-to-device copy: %.0f GB/s (read + write)\n", prop.name,
               prop.multiProcessorCount, copy_gbs);
-  const bool sm90_config = prop.sharedMemPerBlockOptin >= cuda_mla::MlaLargeSm90Config::kSmemBytes;
-  std::printf("large-row configuration: %s (%zu bytes of shared memory per block allowed)\n",
-              sm90_config ? "MlaLargeSm90Config" : "MlaLargeConfig", prop.sharedMemPerBlockOptin);
+  const std::optional<Platform> platform = local_cuda_platform(0);
+  const std::string variant = platform ? kernel_variant("CUDA_MLA", *platform) : "unknown";
+  const std::string options = describe_options_in_force();
+  std::printf("kernels: %s (%zu bytes of shared memory per block allowed)%s%s\n", variant.c_str(),
+              prop.sharedMemPerBlockOptin, options.empty() ? "" : "; options ", options.c_str());
 
   std::vector<Shape> shapes;
   for (int heads : {128, 16}) {
@@ -189,19 +160,16 @@ int main(int argc, char** argv) {
     }
   }
   for (int heads : {128, 16}) shapes.push_back({heads, 128, 8192, true});
-  // The same 128-head shapes on the sm_80 configuration, for the comparison.
-  shapes.push_back({128, 128, 8192, false, true});
-  shapes.push_back({128, 128, 8192, true, true});
+  // The large-row shapes alone: with ATTNKIT_CUDA_MLA_SM90_TILES=0 in a second run, the
+  // tiles sm_80 runs on the same card (bench/mla_cuda_device_run.sh).
+  if (large_rows_only) shapes = {{128, 128, 8192}, {128, 128, 8192, true}};
   if (quick) shapes = {{128, 128, 4096}, {16, 128, 4096}};
 
   std::printf("\n| heads | batch | context | cache | ms | cache GB/s | %% of copy | TFLOP/s |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : shapes) {
-    cuda_mla::set_large_row_config(s.sm80_config ? cuda_mla::LargeRowConfig::kSm80
-                                                 : cuda_mla::LargeRowConfig::kAuto);
     const Result r = run_shape(s, copy_gbs, rng);
-    const std::string cache =
-        std::string(s.fp8 ? "fp8_e4m3" : "bf16") + (s.sm80_config ? " (sm_80 config)" : "");
+    const std::string cache = s.fp8 ? "fp8_e4m3" : "bf16";
     std::printf("| %d | %d | %d | %s | %.4f | %.0f | %.1f | %.1f |\n", s.heads, s.batch, s.context,
                 cache.c_str(), r.ms, r.gbs, r.pct_copy, r.tflops);
     std::fflush(stdout);

@@ -9,6 +9,8 @@ T=bin/attnkit_backends_cuda_mla_tests
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $OUT/gpu.txt 2>&1
 s=$SECONDS; $T > $OUT/tests.log 2>&1; echo "tests rc $? $((SECONDS-s))s"
 s=$SECONDS; timeout 80 bin/mla_cuda_bench > $OUT/bench.log 2>&1; echo "bench rc $? $((SECONDS-s))s"
+# The large-row shapes again on the tiles sm_80 runs (same card, same call).
+s=$SECONDS; ATTNKIT_CUDA_MLA_SM90_TILES=0 timeout 40 bin/mla_cuda_bench --large-rows-only >> $OUT/bench.log 2>&1; echo "bench sm80 tiles rc $? $((SECONDS-s))s"
 s=$SECONDS
 bin/attnkit run --model deepseek-v2-lite --platform cuda --verify --quiet > $OUT/run.log 2>&1; echo "run bf16 rc $?"
 bin/attnkit run --model deepseek-v2-lite --platform cuda --verify --quiet --kv-cache-dtype fp8_e4m3 >> $OUT/run.log 2>&1; echo "run fp8 rc $? $((SECONDS-s))s"

@@ -10,9 +10,9 @@ naming the file, the line and what that layer may include instead.
     of the layers it links (directly or through them), and the internal headers of the
     layers below it that expose them (INTERNAL_PUBLIC: the kernels' building blocks, a
     backend leaf's factory header for the registry).
-  - cli/ and examples/ are programs built on the library: public headers only.
-  - tests/, fuzz/ and bench/ may include anything (bench/'s kernel benchmarks drive one
-    kernel directly and force its variants, as the tests do).
+  - cli/, examples/ and bench/ are programs built on the library: public headers only
+    (bench/ forces kernel variants through the documented options, core/options.h).
+  - tests/ and fuzz/ may include anything.
 
 Usage: scripts/check_layers.py [REPO]   (exit 0: clean; 1: forbidden includes; 2: usage)
 """
@@ -23,7 +23,7 @@ import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCE_SUFFIXES = {".h", ".cpp", ".cuh", ".cu", ".c"}
-PROGRAM_DIRS = ("cli", "examples")
+PROGRAM_DIRS = ("cli", "examples", "bench")
 
 
 class Layer:

@@ -31,19 +31,6 @@ bool can_fold_cache_update(const CacheUpdateParams& u, const PagedAttentionParam
          u.head_size_v == p.head_size;
 }
 
-#if defined(ATTNKIT_FLASH_TRACE)
-uint64_t* flash_trace_buffer() {
-  static uint64_t* buffer = [] {
-    void* p = nullptr;
-    const size_t bytes = sizeof(uint64_t) * kFlashTraceCtas * kFlashTracePoints;
-    ATTNKIT_CUDA_CHECK(cudaMalloc(&p, bytes));
-    ATTNKIT_CUDA_CHECK(cudaMemset(p, 0, bytes));
-    return static_cast<uint64_t*>(p);
-  }();
-  return buffer;
-}
-#endif
-
 void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& plan,
                             const FlashLaunchOptions& options) {
   if (p.q_dtype != ScalarType::kFloat16 && p.q_dtype != ScalarType::kBFloat16) {

@@ -1,35 +1,15 @@
 #pragma once
-// Timeline diagnostics of flash_attention_kernel, compiled in only when the build defines
-// ATTNKIT_FLASH_TRACE (a separate build of cuda_attention_bench, `--trace`): thread 0 of
-// every CTA records %globaltimer (ns) at fixed points of its life into one buffer, which
-// the bench summarises per point (earliest, median, latest CTA). In every other build the
-// marks are empty functions and nothing is allocated.
+// The device side of flash_attention_kernel's timeline diagnostics (the points and the
+// buffer: attnkit/kernels/flash_trace.h): flash_trace() marks a point, flash_trace_bind()
+// hands a translation unit's kernels the buffer. Empty unless ATTNKIT_FLASH_TRACE is
+// defined.
 
 #include <cstdint>
 
 #include "attnkit/core/error.h"
+#include "attnkit/kernels/flash_trace.h"
 
 namespace attnkit::cuda {
-
-enum FlashTracePoint : int {
-  kTraceStart = 0,      // kernel entry
-  kTraceWaited,         // past wait_for_previous_grid
-  kTraceFirstTile,      // the first K/V tile is in shared memory
-  kTraceLoopDone,       // every tile consumed (epilogue begins)
-  kTraceResultWritten,  // output or split partial written (merge check begins)
-  kTraceCounted,        // split counter incremented (split CTAs only)
-  kTraceMergeIssued,    // the last split's CTA: its partial loads are issued
-  kTraceMergeLoaded,    // the group's partials are in shared memory (the last split's CTA)
-  kTraceMerged,         // the group merged (the last split's CTA only)
-  kFlashTracePoints
-};
-inline constexpr int kFlashTraceCtas = 16384;
-
-#if defined(ATTNKIT_FLASH_TRACE)
-// The device buffer [kFlashTraceCtas][kFlashTracePoints] of uint64 ns, allocated on first
-// use (flash_dispatch.cu).
-uint64_t* flash_trace_buffer();
-#endif
 
 #if defined(__CUDACC__)
 #if defined(ATTNKIT_FLASH_TRACE)
