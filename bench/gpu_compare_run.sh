@@ -55,6 +55,12 @@ for round in 1 2; do
     step "cuda_attention_bench $build round $round" "bench_$build.log" 120 \
       "$stage/$build/cuda_attention_bench"
     step "mla_cuda_bench $build round $round" "bench_$build.log" 90 "$stage/$build/mla_cuda_bench"
+    # This build's sm_80 MLA tiles on the same card, by option (MLA_SM80_ROWS=0: not them;
+    # a baseline from before the option measures them inside mla_cuda_bench).
+    if [ "$build" = bin ] && [ "${MLA_SM80_ROWS:-1}" = 1 ]; then
+      step "mla_cuda_bench $build sm80 tiles round $round" "bench_$build.log" 60 \
+        env ATTNKIT_CUDA_MLA_SM90_TILES=0 "$stage/$build/mla_cuda_bench" --large-rows-only
+    fi
   done
 done
 cat "$summary"
