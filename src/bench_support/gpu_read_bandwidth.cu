@@ -5,9 +5,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "attnkit/bench/machine_ceilings.h"
+#include "attnkit/core/device_memory.h"
 #include "kernels/cuda/cuda_check.h"
 
 namespace attnkit::bench {
@@ -30,21 +32,23 @@ double measure_gpu_read_bandwidth(size_t bytes, int repeats) {
   ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
   ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const size_t n = bytes / sizeof(uint4);
-  void* data = nullptr;
-  unsigned* sink = nullptr;
-  ATTNKIT_CUDA_CHECK(cudaMalloc(&data, n * sizeof(uint4)));
-  ATTNKIT_CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
-  ATTNKIT_CUDA_CHECK(cudaMemset(data, 0, n * sizeof(uint4)));
+  // Owned by core's DeviceBuffer (freed on every path out, an error included).
+  const std::unique_ptr<DeviceMemory> memory = make_current_cuda_memory();
+  const DeviceBuffer buffer(*memory, n * sizeof(uint4));
+  const DeviceBuffer sink_buffer(*memory, sizeof(unsigned));
+  const auto* data = static_cast<const uint4*>(buffer.data());
+  auto* sink = static_cast<unsigned*>(sink_buffer.data());
+  ATTNKIT_CUDA_CHECK(cudaMemset(buffer.data(), 0, n * sizeof(uint4)));
   cudaEvent_t start = nullptr, stop = nullptr;
   ATTNKIT_CUDA_CHECK(cudaEventCreate(&start));
   ATTNKIT_CUDA_CHECK(cudaEventCreate(&stop));
   const dim3 grid(static_cast<unsigned>(sms) * 8), block(512);
-  read_kernel<<<grid, block>>>(static_cast<const uint4*>(data), n, sink);  // warm-up
+  read_kernel<<<grid, block>>>(data, n, sink);  // warm-up
   ATTNKIT_CUDA_CHECK_LAUNCH(read_kernel);
   std::vector<double> rates;
   for (int r = 0; r < std::max(repeats, 1); ++r) {
     ATTNKIT_CUDA_CHECK(cudaEventRecord(start));
-    read_kernel<<<grid, block>>>(static_cast<const uint4*>(data), n, sink);
+    read_kernel<<<grid, block>>>(data, n, sink);
     ATTNKIT_CUDA_CHECK_LAUNCH(read_kernel);
     ATTNKIT_CUDA_CHECK(cudaEventRecord(stop));
     ATTNKIT_CUDA_CHECK(cudaEventSynchronize(stop));
@@ -52,10 +56,8 @@ double measure_gpu_read_bandwidth(size_t bytes, int repeats) {
     ATTNKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
     rates.push_back(static_cast<double>(n * sizeof(uint4)) / (ms * 1e-3) / 1e9);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  cudaFree(sink);
-  cudaFree(data);
+  ATTNKIT_CUDA_CHECK(cudaEventDestroy(start));
+  ATTNKIT_CUDA_CHECK(cudaEventDestroy(stop));
   return *std::max_element(rates.begin(), rates.end());
 }
 
