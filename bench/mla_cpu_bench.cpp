@@ -48,12 +48,16 @@ std::vector<uint16_t> random_bf16(size_t n, std::mt19937& gen) {
 struct Result {
   double best_s = 0.0;
   double cache_bytes = 0.0;  // one step's latent bytes
-  double rotated_bytes = 0.0;
 };
 
 Result run_shape(int heads, int batch, int context, int iterations, std::mt19937& gen) {
   constexpr int kLatent = kMlaLatentDim, kRank = kMlaValueDim, kPage = 64;
-  const int pages = (context + kPage - 1) / kPage;
+  bench::MlaDecodeShape shape;
+  shape.heads = heads;
+  shape.batch = batch;
+  shape.context = context;
+  shape.block_size = kPage;
+  const int pages = shape.blocks_per_request();
   const double set_bytes = static_cast<double>(batch) * pages * kPage * kLatent * 2;
   const int sets = static_cast<int>(std::clamp(bench::kMinRotatedBytes / set_bytes + 1, 1.0, 64.0));
   const int64_t total_blocks = int64_t{sets} * batch * pages;
@@ -64,11 +68,6 @@ Result run_shape(int heads, int batch, int context, int iterations, std::mt19937
   std::vector<uint16_t> key = random_bf16(static_cast<size_t>(batch) * kLatent, gen);
   std::vector<uint16_t> out(static_cast<size_t>(batch) * heads * kRank);
 
-  bench::MlaDecodeShape shape;
-  shape.heads = heads;
-  shape.batch = batch;
-  shape.context = context;
-  shape.block_size = kPage;
   const bench::MlaDecodePlans step =
       bench::plan_mla_decode(*BackendRegistry().get("CPU_MLA"), shape, sets, gen);
 
@@ -86,7 +85,6 @@ Result run_shape(int heads, int batch, int context, int iterations, std::mt19937
 
   Result r;
   r.cache_bytes = static_cast<double>(batch) * context * kLatent * 2;
-  r.rotated_bytes = set_bytes * sets;
   step.impl->forward(qv, keyv, TensorView(), kv, *step.plans[0], ov);  // warm-up
   r.best_s = 1e30;
   for (int it = 0; it < iterations; ++it) {
