@@ -219,6 +219,15 @@ void bind_stack(nb::module_& m) {
             s.set_sinks(layer, values);
           },
           nb::arg("layer"), nb::arg("sinks"))
+      .def(
+          "set_state_params",
+          [](AttentionStack& s, int layer,
+             const nb::ndarray<const float, nb::ndim<1>, nb::device::cpu>& params) {
+            std::vector<float> values(params.shape(0));
+            for (size_t i = 0; i < values.size(); ++i) values[i] = params(i);
+            s.set_state_params(layer, values);
+          },
+          nb::arg("layer"), nb::arg("params"))
       .def("add_request", &AttentionStack::add_request, nb::arg("request_id"),
            nb::arg("encoder_len") = 0)
       .def("free_request", &AttentionStack::free_request, nb::arg("request_id"))

@@ -5,6 +5,10 @@ namespace attnkit {
 std::vector<std::string> AttentionBackend::validate(const SelectorConfig& config,
                                                     const Platform& platform) const {
   std::vector<std::string> reasons = validate_capabilities(capabilities(), config, platform);
+  // A state layer asked of an attention backend (or the reverse) has one reason; the
+  // combination hook speaks of layers of the backend's own sort only.
+  const bool serves_states = !capabilities().state_layer_types.empty();
+  if (config.state.has_value() != serves_states) return reasons;
   for (std::string& r : check_combination(config, platform)) reasons.push_back(std::move(r));
   return reasons;
 }

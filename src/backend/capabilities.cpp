@@ -92,6 +92,9 @@ std::vector<std::pair<std::string, std::string>> BackendCapabilities::describe()
   rows.emplace_back("sliding_window", yes_no(sliding_window));
   rows.emplace_back("chunked_local", yes_no(chunked_local));
   rows.emplace_back("sinks", yes_no(sinks));
+  rows.emplace_back("sink_tokens", yes_no(sink_tokens));
+  rows.emplace_back("state_layer_types", state_layer_types.empty() ? "none (attention layers)"
+                                                                   : join_enums(state_layer_types));
   rows.emplace_back("soft_cap", yes_no(soft_cap));
   rows.emplace_back("non_causal", yes_no(non_causal));
   rows.emplace_back("batch_invariant", yes_no(batch_invariant));
@@ -143,6 +146,27 @@ std::vector<std::string> validate_capabilities(const BackendCapabilities& caps,
                       cc_string(caps.max_compute_capability)));
     }
   }
+  if (c.state.has_value() || !caps.state_layer_types.empty()) {
+    // A state layer asks for its type and compute dtype only.
+    if (!c.state) {
+      add(fmt::format("serves only state layers ({}), and this layer is attention",
+                      join_enums(caps.state_layer_types)));
+      return reasons;
+    }
+    if (caps.state_layer_types.empty()) {
+      add(fmt::format("serves attention layers, not state layers ({})", to_string(c.state->type)));
+      return reasons;
+    }
+    if (!contains(caps.state_layer_types, c.state->type)) {
+      add(fmt::format("state layer type {} not supported (supported: {})", to_string(c.state->type),
+                      join_enums(caps.state_layer_types)));
+    }
+    if (!contains(caps.dtypes, c.dtype)) {
+      add(fmt::format("dtype {} not supported (supported: {})", to_string(c.dtype),
+                      join_enums(caps.dtypes)));
+    }
+    return reasons;
+  }
   if (!contains(caps.dtypes, c.dtype)) {
     add(fmt::format("dtype {} not supported (supported: {})", to_string(c.dtype),
                     join_enums(caps.dtypes)));
@@ -184,6 +208,9 @@ std::vector<std::string> validate_capabilities(const BackendCapabilities& caps,
     add(fmt::format("chunked local attention (chunk {}) not supported", *c.chunk_size));
   }
   if (c.has_sinks && !caps.sinks) add("attention sinks not supported");
+  if (c.sink_len > 0 && !caps.sink_tokens) {
+    add(fmt::format("static sink tokens ({}) not supported", c.sink_len));
+  }
   if (c.soft_cap && !caps.soft_cap) {
     add(fmt::format("logit soft-capping ({}) not supported", *c.soft_cap));
   }

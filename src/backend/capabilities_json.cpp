@@ -52,6 +52,7 @@ nlohmann::json to_json(const BackendCapabilities& caps) {
       {"sliding_window", caps.sliding_window},
       {"chunked_local", caps.chunked_local},
       {"sinks", caps.sinks},
+      {"sink_tokens", caps.sink_tokens},
       {"soft_cap", caps.soft_cap},
       {"non_causal", caps.non_causal},
       {"batch_invariant", caps.batch_invariant},
@@ -60,6 +61,7 @@ nlohmann::json to_json(const BackendCapabilities& caps) {
       {"kv_layout", std::string(to_string(caps.required_layout.value_or(KvLayout::kNHD)))},
       {"kv_layout_required", caps.required_layout.has_value()},
       {"cuda_graphs", to_string(caps.cuda_graphs)},
+      {"state_layer_types", names(caps.state_layer_types)},
   };
 }
 

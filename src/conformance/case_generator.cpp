@@ -12,6 +12,7 @@
 
 #include "attnkit/backend/capabilities.h"
 #include "attnkit/conformance/conformance.h"
+#include "conformance/state_cases.h"
 
 namespace attnkit::conformance {
 namespace {
@@ -335,6 +336,13 @@ class Generator {
 
 SelectorConfig ConformanceCase::selector_config() const {
   SelectorConfig c;
+  if (layer.state) {
+    c.state = layer.state;
+    c.dtype = layer.dtype;
+    c.kv_cache_dtype = layer.kv_cache_dtype;
+    c.head_size = c.head_size_v = 0;
+    return c;
+  }
   c.head_size = layer.head_size;
   c.head_size_v = layer.head_size_v;
   c.num_heads = layer.num_heads;
@@ -362,6 +370,9 @@ double ConformanceCase::work() const {
 
 std::vector<ConformanceCase> generate_cases(const AttentionBackend& backend, Budget budget,
                                             uint64_t seed) {
+  if (!backend.capabilities().state_layer_types.empty()) {
+    return generate_state_cases(backend, budget, seed);
+  }
   return Generator(backend, budget, seed).generate();
 }
 

@@ -15,6 +15,7 @@
 #include "attnkit/core/numeric.h"
 #include "backends/reference/reference_backend.h"
 #include "case_inputs.h"
+#include "conformance/state_cases.h"
 
 namespace attnkit::conformance {
 namespace {
@@ -201,6 +202,7 @@ Tolerance tolerance_for(DType dtype, KvCacheDType kv) {
 
 CaseResult run_case(const AttentionBackend& backend, const ConformanceCase& c,
                     const Platform& platform, DeviceMemory& memory) {
+  if (c.layer.state) return run_state_case(backend, c, platform, memory);
   const auto start = std::chrono::steady_clock::now();
   CaseResult r;
   r.name = c.name;

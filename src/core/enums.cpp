@@ -45,6 +45,18 @@ constexpr Spelling<KvCacheKind> kKinds[] = {
     {KvCacheKind::kSinkFullAttention, "sink_full_attention"},
     {KvCacheKind::kEncoderOnlyAttention, "encoder_only_attention"},
     {KvCacheKind::kCrossAttention, "cross_attention"},
+    {KvCacheKind::kMamba, "mamba"},
+};
+constexpr Spelling<StateLayerType> kStateLayerTypes[] = {
+    {StateLayerType::kMamba1, "mamba1"},
+    {StateLayerType::kMamba2, "mamba2"},
+    {StateLayerType::kGatedDeltaNet, "gated_delta_net"},
+    {StateLayerType::kKimiDeltaAttention, "kimi_delta_attention"},
+    {StateLayerType::kShortConv, "short_conv"},
+    {StateLayerType::kLinearAttention, "linear_attention"},
+    {StateLayerType::kRgLru, "rg_lru"},
+    {StateLayerType::kGatedDeltaNet, "gdn"},
+    {StateLayerType::kKimiDeltaAttention, "kda"},
 };
 constexpr Spelling<KvLayout> kLayouts[] = {{KvLayout::kNHD, "NHD"}, {KvLayout::kHND, "HND"}};
 constexpr Spelling<PlatformKind> kPlatformKinds[] = {{PlatformKind::kCpu, "cpu"},
@@ -63,11 +75,20 @@ constexpr KvCacheDType kKvCacheDTypeValues[] = {KvCacheDType::kAuto,     KvCache
 constexpr AttentionType kAttentionTypeValues[] = {AttentionType::kDecoder, AttentionType::kEncoder,
                                                   AttentionType::kEncoderOnly,
                                                   AttentionType::kEncoderDecoder};
-constexpr KvCacheKind kKindValues[] = {
-    KvCacheKind::kFullAttention,         KvCacheKind::kSlidingWindow,
-    KvCacheKind::kMlaAttention,          KvCacheKind::kSlidingWindowMla,
-    KvCacheKind::kChunkedLocalAttention, KvCacheKind::kSinkFullAttention,
-    KvCacheKind::kEncoderOnlyAttention,  KvCacheKind::kCrossAttention};
+constexpr KvCacheKind kKindValues[] = {KvCacheKind::kFullAttention,
+                                       KvCacheKind::kSlidingWindow,
+                                       KvCacheKind::kMlaAttention,
+                                       KvCacheKind::kSlidingWindowMla,
+                                       KvCacheKind::kChunkedLocalAttention,
+                                       KvCacheKind::kSinkFullAttention,
+                                       KvCacheKind::kEncoderOnlyAttention,
+                                       KvCacheKind::kCrossAttention,
+                                       KvCacheKind::kMamba};
+constexpr StateLayerType kStateLayerTypeValues[] = {
+    StateLayerType::kMamba1,        StateLayerType::kMamba2,
+    StateLayerType::kGatedDeltaNet, StateLayerType::kKimiDeltaAttention,
+    StateLayerType::kShortConv,     StateLayerType::kLinearAttention,
+    StateLayerType::kRgLru};
 constexpr KvLayout kLayoutValues[] = {KvLayout::kNHD, KvLayout::kHND};
 constexpr PlatformKind kPlatformKindValues[] = {PlatformKind::kCpu, PlatformKind::kCuda};
 constexpr ScalarType kScalarTypeValues[] = {
@@ -90,6 +111,7 @@ ATTNKIT_ENUM_TABLE(DType, kDTypes, kDTypeValues, "dtype")
 ATTNKIT_ENUM_TABLE(KvCacheDType, kKvCacheDTypes, kKvCacheDTypeValues, "KV cache dtype")
 ATTNKIT_ENUM_TABLE(AttentionType, kAttentionTypes, kAttentionTypeValues, "attention type")
 ATTNKIT_ENUM_TABLE(KvCacheKind, kKinds, kKindValues, "KV cache group kind")
+ATTNKIT_ENUM_TABLE(StateLayerType, kStateLayerTypes, kStateLayerTypeValues, "state layer type")
 ATTNKIT_ENUM_TABLE(KvLayout, kLayouts, kLayoutValues, "KV layout")
 ATTNKIT_ENUM_TABLE(PlatformKind, kPlatformKinds, kPlatformKindValues, "platform")
 ATTNKIT_ENUM_TABLE(ScalarType, kScalarTypes, kScalarTypeValues, "scalar type")
@@ -143,6 +165,7 @@ ATTNKIT_INSTANTIATE(DType)
 ATTNKIT_INSTANTIATE(KvCacheDType)
 ATTNKIT_INSTANTIATE(AttentionType)
 ATTNKIT_INSTANTIATE(KvCacheKind)
+ATTNKIT_INSTANTIATE(StateLayerType)
 ATTNKIT_INSTANTIATE(KvLayout)
 ATTNKIT_INSTANTIATE(PlatformKind)
 ATTNKIT_INSTANTIATE(ScalarType)

@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <system_error>
 #include <unordered_set>
@@ -49,9 +51,91 @@ std::string without_tag(const std::string& what) {
   return what;
 }
 
+// Python's bare non-finite words, each replaced by a string no real document holds (it
+// starts with the noncharacter U+FDD0) and turned back into its float after parsing.
+struct NonFinite {
+  std::string_view word;
+  std::string_view marker;
+  double value;
+};
+const NonFinite kNonFinite[] = {
+    {"-Infinity", "\ufdd0-Infinity", -std::numeric_limits<double>::infinity()},
+    {"Infinity", "\ufdd0Infinity", std::numeric_limits<double>::infinity()},
+    {"NaN", "\ufdd0NaN", std::numeric_limits<double>::quiet_NaN()},
+};
+
+bool is_delimiter(char c) {
+  return c == ',' || c == ']' || c == '}' || c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+// The text with every bare NaN / Infinity / -Infinity value (outside strings) quoted as
+// its marker; nullopt when there is none.
+std::optional<std::string> quote_non_finite(std::string_view text) {
+  std::string out;
+  bool found = false;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\' && i + 1 < text.size()) {
+        out += c;
+        out += text[++i];
+        continue;
+      }
+      if (c == '"') in_string = false;
+      out += c;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool replaced = false;
+    for (const NonFinite& n : kNonFinite) {
+      const size_t end = i + n.word.size();
+      if (text.substr(i, n.word.size()) == n.word &&
+          (end == text.size() || is_delimiter(text[end]))) {
+        out += fmt::format("\"{}\"", n.marker);
+        i = end - 1;
+        replaced = found = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  if (!found) return std::nullopt;
+  return out;
+}
+
+void restore_non_finite(Json& value) {
+  if (value.is_structured()) {
+    for (Json& child : value) restore_non_finite(child);
+    return;
+  }
+  if (!value.is_string()) return;
+  const std::string& s = value.get_ref<const std::string&>();
+  for (const NonFinite& n : kNonFinite) {
+    if (s.size() == n.word.size() + 3 && s.compare(3, std::string::npos, n.word) == 0 &&
+        s.compare(0, 3, "\xEF\xB7\x90") == 0) {
+      value = n.value;
+      return;
+    }
+  }
+}
+
+Json parse_checked(std::string_view text);
+
 }  // namespace
 
 Json parse_json_text(std::string_view text) {
+  if (const std::optional<std::string> quoted = quote_non_finite(text)) {
+    Json value = parse_checked(*quoted);
+    restore_non_finite(value);
+    return value;
+  }
+  return parse_checked(text);
+}
+
+namespace {
+
+Json parse_checked(std::string_view text) {
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
     throw JsonTextError(fmt::format(
         "NUL byte at offset {} (of {} bytes): a JSON text holds no NUL byte", nul, text.size()));
@@ -108,6 +192,8 @@ Json parse_json_text(std::string_view text) {
     throw JsonTextError(cut(without_tag(e.what()), 240));
   }
 }
+
+}  // namespace
 
 std::string read_document(const std::filesystem::path& path, std::string_view what) {
   namespace fs = std::filesystem;

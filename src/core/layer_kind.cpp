@@ -17,7 +17,7 @@ KvCacheKind layer_kind(const LayerKindFacts& f) {
   }
   if (f.sliding_window) return KvCacheKind::kSlidingWindow;
   if (f.chunked) return KvCacheKind::kChunkedLocalAttention;
-  if (f.has_sinks) return KvCacheKind::kSinkFullAttention;
+  if (f.sink_tokens) return KvCacheKind::kSinkFullAttention;
   return KvCacheKind::kFullAttention;
 }
 

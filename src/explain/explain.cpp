@@ -22,7 +22,13 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
   Explanation out;
   out.model = model;
   out.platform = request.platform;
-  out.dtype = request.dtype.value_or(model.dtype.value_or(DType::kBFloat16));
+  out.dtype = resolve_model_dtype(request.dtype, model, request.platform);
+  if (!request.dtype && model.dtype == DType::kFloat32) {
+    out.notes.push_back(
+        fmt::format("the checkpoint is float32; it runs in {} (auto dtype, as "
+                    "vLLM's); --dtype float32 keeps float32",
+                    to_string(out.dtype)));
+  }
   out.kv_cache_dtype = request.kv_cache_dtype;
   out.block_size = request.block_size;
   out.attention = request.attention;
@@ -32,11 +38,12 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
   const Selector selector(request.attention, registry);
   StartupPlan plan = plan_startup(model, {out.dtype, out.kv_cache_dtype, request.block_size},
                                   request.platform, selector);
+  for (const std::string& w : plan.warnings) add_distinct(out.warnings, w);
   size_t next = 0;  // plan.layers holds the attention layers in model order
   for (const LayerSpec& layer : model.layers) {
     LayerOutcome outcome;
     outcome.layer = layer;
-    if (layer.is_attention) {
+    if (layer.needs_backend()) {
       outcome.selection = plan.layers.at(next++).selection;
       for (const std::string& w : outcome.selection->warnings) add_distinct(out.warnings, w);
       if (!outcome.selection->runnable) {

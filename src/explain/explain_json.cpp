@@ -16,6 +16,45 @@ nlohmann::json or_null(const std::optional<T>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+// A state layer's sizes as data (core/state_spec.h); null for attention layers.
+nlohmann::json state_json(const std::optional<StateLayerDims>& s) {
+  if (!s) return nullptr;
+  auto positive_or_null = [](int v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {
+      {"type", std::string(to_string(s->type))},
+      {"num_heads", positive_or_null(s->num_heads)},
+      {"head_dim", positive_or_null(s->head_dim)},
+      {"num_k_heads", positive_or_null(s->num_k_heads)},
+      {"head_k_dim", positive_or_null(s->head_k_dim)},
+      {"state_size", positive_or_null(s->state_size)},
+      {"n_groups", positive_or_null(s->n_groups)},
+      {"inner_size", positive_or_null(s->inner_size)},
+      {"dt_rank", positive_or_null(s->dt_rank)},
+      {"conv_kernel", positive_or_null(s->conv_kernel)},
+      {"conv_state_shape", s->conv_shape()},
+      {"recurrent_state_shape", s->recurrent_shape()},
+      {"conv_dtype", std::string(to_string(s->conv_dtype))},
+      {"recurrent_dtype", std::string(to_string(s->recurrent_dtype))},
+      {"bytes_per_request", s->bytes()},
+  };
+}
+
+// The selection fields of a layer that has a backend, added to `j`.
+nlohmann::json selection_json(const LayerOutcome& o, nlohmann::json& j) {
+  const SelectionResult& s = *o.selection;
+  j["backend"] = s.backend;
+  j["chosen_by"] = to_string(s.chosen_by);
+  j["requested"] = s.requested;
+  nlohmann::json rejected = nlohmann::json::object();
+  for (const CandidateReport& c : s.candidates) {
+    if (!c.valid()) rejected[c.backend] = c.reasons;
+  }
+  j["rejected"] = rejected;
+  j["kv_cache_group"] = o.kv_cache_group >= 0 ? nlohmann::json(o.kv_cache_group) : nullptr;
+  j["note"] = nullptr;
+  return j;
+}
+
 nlohmann::json layer_json(const LayerOutcome& o) {
   const LayerSpec& l = o.layer;
   nlohmann::json j = {
@@ -23,6 +62,7 @@ nlohmann::json layer_json(const LayerOutcome& o) {
       {"name", l.name},
       {"layer_type", l.layer_type},
       {"is_attention", l.is_attention},
+      {"state", state_json(l.state)},
   };
   if (!l.is_attention) {
     for (const char* key :
@@ -30,6 +70,10 @@ nlohmann::json layer_json(const LayerOutcome& o) {
           "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla", "backend",
           "chosen_by", "requested", "rejected", "kv_cache_group"}) {
       j[key] = nullptr;
+    }
+    if (l.state && o.selection) {
+      j["kind"] = to_string(l.kind);
+      return selection_json(o, j);
     }
     j["note"] = "no attention backend needed";
     return j;
@@ -55,18 +99,7 @@ nlohmann::json layer_json(const LayerOutcome& o) {
   } else {
     j["mla"] = nullptr;
   }
-  const SelectionResult& s = *o.selection;
-  j["backend"] = s.backend;
-  j["chosen_by"] = to_string(s.chosen_by);
-  j["requested"] = s.requested;
-  nlohmann::json rejected = nlohmann::json::object();
-  for (const CandidateReport& c : s.candidates) {
-    if (!c.valid()) rejected[c.backend] = c.reasons;
-  }
-  j["rejected"] = rejected;
-  j["kv_cache_group"] = o.kv_cache_group >= 0 ? nlohmann::json(o.kv_cache_group) : nullptr;
-  j["note"] = nullptr;
-  return j;
+  return selection_json(o, j);
 }
 
 // The group's KV-cache spec as data ("spec" holds the same as a sentence); sizes that do not
@@ -85,10 +118,13 @@ nlohmann::json spec_json(const KvCacheSpec& s) {
       {"chunk_size", positive_or_null(s.chunk_size)},
       {"max_encoder_len", positive_or_null(s.max_encoder_len)},
       {"bytes_per_token", s.bytes_per_token()},
+      {"sink_len", positive_or_null(s.sink_len)},
+      {"state", state_json(s.state)},
   };
 }
 
-nlohmann::json group_json(const KvCacheGroup& g) {
+// page: the pool's page (a state group's page is its state padded to it).
+nlohmann::json group_json(const KvCacheGroup& g, size_t page) {
   const std::vector<std::string> backends = g.backend_names();
   nlohmann::json layouts = nlohmann::json::array();
   for (KvLayout l : g.layer_layouts) {
@@ -108,8 +144,11 @@ nlohmann::json group_json(const KvCacheGroup& g) {
       {"block_size", cache ? nlohmann::json(g.cache_block_size()) : nullptr},
       {"kernel_block_size", cache ? nlohmann::json(g.kernel_block_size) : nullptr},
       {"layout", cache && layouts.size() == 1 ? layouts[0] : nlohmann::json(nullptr)},
-      {"page_size_bytes", cache ? nlohmann::json(g.spec.page_size_bytes()) : nullptr},
+      {"page_size_bytes", !cache              ? nlohmann::json(nullptr)
+                          : g.spec.is_state() ? nlohmann::json(page)
+                                              : nlohmann::json(g.spec.page_size_bytes())},
       {"kv_bytes_per_token", g.bytes_per_token()},
+      {"state_bytes_per_request", g.spec.state_bytes() * g.layer_indices.size()},
       {"has_cache", cache},
   };
 }
@@ -121,9 +160,11 @@ nlohmann::json to_json(const Explanation& e) {
   for (const LayerOutcome& o : e.layers) layers.push_back(layer_json(o));
   nlohmann::json groups = nlohmann::json::array();
   size_t per_token = 0;
+  size_t per_request = 0;
   for (const KvCacheGroup& g : e.kv_cache.groups) {
-    groups.push_back(group_json(g));
+    groups.push_back(group_json(g, e.kv_cache.page_size_bytes));
     per_token += g.bytes_per_token();
+    per_request += g.spec.state_bytes() * g.layer_indices.size();
   }
   return {
       {"schema_version", kJsonSchemaVersion},
@@ -149,6 +190,7 @@ nlohmann::json to_json(const Explanation& e) {
       {"page_size_bytes", e.kv_cache.page_size_bytes},
       {"num_buffers", e.kv_cache.num_buffers},
       {"kv_bytes_per_token", per_token},
+      {"state_bytes_per_request", per_request},
   };
 }
 

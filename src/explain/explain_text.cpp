@@ -20,6 +20,7 @@ std::string plural(int n, std::string_view word) {
 
 // "sliding_window(512)", plus what else sets the layer apart.
 std::string describe_what(const LayerSpec& layer) {
+  if (layer.state) return describe_kind(layer);
   if (!layer.is_attention) return layer.layer_type;
   std::string what = describe_kind(layer);
   std::vector<std::string> extras;
@@ -33,6 +34,13 @@ std::string describe_what(const LayerSpec& layer) {
 }
 
 std::string describe_shape(const LayerSpec& layer) {
+  if (layer.state) {
+    // "16x128 keys, 32x128 values, conv 4; 2195456 B state per request"
+    const std::string dims = layer.state->describe();
+    const std::string_view type = to_string(layer.state->type);
+    return fmt::format("{}; {} B state per request", dims.substr(type.size() + 1),
+                       layer.state->bytes());
+  }
   if (!layer.is_attention) return "";
   if (layer.mla) {
     return fmt::format("{}, MLA latent {} ({} + rope {})", plural(layer.num_heads, "head"),
@@ -83,6 +91,8 @@ std::string describe_spec_kind(const KvCacheSpec& spec) {
       return fmt::format("{}({})", to_string(spec.kind), spec.chunk_size);
     case KvCacheKind::kCrossAttention:
       return fmt::format("{}(encoder {})", to_string(spec.kind), spec.max_encoder_len);
+    case KvCacheKind::kMamba:
+      return fmt::format("{}({})", to_string(spec.kind), to_string(spec.state->type));
     default:
       return std::string(to_string(spec.kind));
   }
@@ -118,9 +128,15 @@ void append_layers(const Explanation& e, std::string& out) {
     w_shape = std::max(w_shape, r.shape.size());
   }
   const int attention = e.model.num_attention_layers();
-  out += attention == static_cast<int>(e.layers.size())
-             ? fmt::format("\nLayers ({}):\n", attention)
-             : fmt::format("\nLayers ({}, of which {} attention):\n", e.layers.size(), attention);
+  const int states = e.model.num_state_layers();
+  if (attention == static_cast<int>(e.layers.size())) {
+    out += fmt::format("\nLayers ({}):\n", attention);
+  } else if (states > 0) {
+    out += fmt::format("\nLayers ({}, of which {} attention and {} state):\n", e.layers.size(),
+                       attention, states);
+  } else {
+    out += fmt::format("\nLayers ({}, of which {} attention):\n", e.layers.size(), attention);
+  }
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     if (r.shape.empty()) {
@@ -144,6 +160,7 @@ void append_kv_groups(const Explanation& e, std::string& out) {
   std::vector<Line> lines = {
       {"group", "kind", "layers", "backend", "block", "layout", "page bytes", "KV bytes/token"}};
   size_t total_per_token = 0;
+  size_t total_per_request = 0;
   for (const KvCacheGroup& g : kv.groups) {
     std::vector<std::string> layouts;
     for (KvLayout l : g.layer_layouts) {
@@ -155,7 +172,15 @@ void append_kv_groups(const Explanation& e, std::string& out) {
     line.kind = describe_spec_kind(g.spec);
     line.layers = format_layer_list(g.layer_indices);
     line.backend = fmt::format("{}", fmt::join(g.backend_names(), "+"));
-    if (g.has_cache()) {
+    if (g.spec.is_state()) {
+      // One block per request holds each layer's state, padded to the page.
+      const size_t state = g.spec.state_bytes() * g.layer_indices.size();
+      total_per_request += state;
+      line.block = "1/req";
+      line.layout = "state";
+      line.page = std::to_string(kv.page_size_bytes);
+      line.per_token = fmt::format("0 (+{} B/req)", state);
+    } else if (g.has_cache()) {
       line.block = g.kernel_block_size == g.cache_block_size()
                        ? std::to_string(g.cache_block_size())
                        : fmt::format("{} ({}x{})", g.cache_block_size(),
@@ -188,6 +213,12 @@ void append_kv_groups(const Explanation& e, std::string& out) {
                        w[5], l.page, w[6], l.per_token);
   }
   out += fmt::format("  KV bytes per token over all layers: {}\n", total_per_token);
+  if (total_per_request > 0) {
+    out += fmt::format(
+        "  State bytes per request over all layers: {} (each layer's state padded "
+        "to one {}-byte page)\n",
+        total_per_request, kv.page_size_bytes);
+  }
 }
 
 void append_reasons(const Explanation& e, std::string& out) {

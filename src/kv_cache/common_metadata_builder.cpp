@@ -91,6 +91,17 @@ CommonAttentionMetadata build_common_metadata(const KvCacheGroup& group,
                                 i, group.group_id, r.num_computed_tokens));
       }
       for (int t = 0; t < q; ++t) m.slot_mapping.push_back(-1);
+    } else if (group.spec.is_state()) {
+      // One block per request holds its state; nothing is written per token. The state
+      // backend reads c = seq_len - q to know whether the request starts fresh (c = 0).
+      if (r.block_table.size() != 1 || r.block_table[0] <= BlockPool::kNullBlock) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("request {} of the batch: state group {} needs exactly one "
+                                "allocated state block, its table has {} (allocate slots first)",
+                                i, group.group_id, r.block_table.size()));
+      }
+      rows[i] = {r.block_table[0]};
+      for (int t = 0; t < q; ++t) m.slot_mapping.push_back(-1);
     } else if (cross) {
       if (r.encoder_len <= 0) {
         throw Error(ErrorCode::kInvalidArgument,

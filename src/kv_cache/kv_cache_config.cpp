@@ -76,7 +76,7 @@ std::vector<Bucket> make_buckets(std::span<const LayerKvInput> layers,
 }
 
 // Rule 3: scale block sizes so every cache bucket has the same page size.
-size_t unify_page_sizes(std::vector<Bucket*>& cached) {
+size_t unify_page_sizes(std::vector<Bucket*>& cached, int max_block_size) {
   size_t page = 1;
   std::string pages;  // for error messages, before any scaling
   for (const Bucket* b : cached) {
@@ -89,11 +89,11 @@ size_t unify_page_sizes(std::vector<Bucket*>& cached) {
     const size_t factor = page / own;
     if (factor == 1) continue;
     const size_t scaled = static_cast<size_t>(b->spec.block_size) * factor;
-    if (scaled > static_cast<size_t>(kMaxCacheBlockSize)) {
+    if (scaled > static_cast<size_t>(max_block_size)) {
       throw Error(ErrorCode::kUnsupported,
                   fmt::format("cannot unify KV-cache page sizes ({}): {} would need block size "
                               "{} (> {})",
-                              pages, bucket_name(*b), scaled, kMaxCacheBlockSize));
+                              pages, bucket_name(*b), scaled, max_block_size));
     }
     const int size = static_cast<int>(scaled);
     // Every backend accepted the old size through a kernel block size s dividing it; s
@@ -104,6 +104,32 @@ size_t unify_page_sizes(std::vector<Bucket*>& cached) {
     b->block.kernel_block_size = *kernel;
   }
   return page;
+}
+
+// State layers (vLLM's hybrid rule): one block holds one request's whole state, so the
+// pool's page must be at least the largest state. Attention block sizes grow by whole
+// multiples until their pages reach it (vLLM grows the attention block size the same
+// way); unify_page_sizes() then makes the attention pages equal, and every state page is
+// padded up to that page.
+void grow_blocks_to_state(std::vector<Bucket*>& cached, size_t state_page) {
+  for (Bucket* b : cached) {
+    const size_t own = b->spec.page_size_bytes();
+    const size_t factor = (state_page + own - 1) / own;
+    if (factor <= 1) continue;
+    const size_t scaled = static_cast<size_t>(b->spec.block_size) * factor;
+    if (scaled > static_cast<size_t>(kMaxHybridBlockSize)) {
+      throw Error(ErrorCode::kUnsupported,
+                  fmt::format("cannot hold a {} B recurrent state in one cache page: {} ({} B "
+                              "per token) would need block size {} (> {})",
+                              state_page, bucket_name(*b), b->spec.bytes_per_token(), scaled,
+                              kMaxHybridBlockSize));
+    }
+    const int size = static_cast<int>(scaled);
+    const std::optional<int> kernel = common_kernel_block_size(b->backends, size);
+    ATTNKIT_CHECK(kernel.has_value(), "a grown block size lost its kernel block size");
+    b->spec.block_size = size;
+    b->block.kernel_block_size = *kernel;
+  }
 }
 
 KvCacheGroup make_group(const Bucket& bucket, const std::vector<const LayerKvInput*>& layers) {
@@ -160,7 +186,9 @@ std::string KvCacheConfig::describe() const {
     }
     out += fmt::format("group {}: {} layers [{}] backends [{}]", g.group_id, g.spec.describe(),
                        layers, backends);
-    if (g.has_cache()) {
+    if (g.spec.is_state()) {
+      out += " one block per request";
+    } else if (g.has_cache()) {
       out += fmt::format(" kernel block {}", g.kernel_block_size);
       if (g.chosen_block_size != g.spec.block_size) {
         out += fmt::format(" (block size {} scaled to unify page size)", g.chosen_block_size);
@@ -178,16 +206,33 @@ KvCacheConfig plan_kv_cache(std::span<const LayerKvInput> layers,
   std::vector<LayerKvInput> customized;
   std::vector<Bucket> buckets = make_buckets(layers, customized);
 
-  std::vector<Bucket*> cached;
+  std::vector<Bucket*> cached;  // attention buckets with a cache
+  std::vector<Bucket*> states;  // state buckets: one block per request
+  size_t state_page = 0;
   for (Bucket& b : buckets) {
     if (!b.spec.has_cache()) continue;
+    if (b.spec.is_state()) {
+      b.spec.block_size = 1;
+      b.block = GroupBlockSize{1, 1, false};
+      constexpr size_t kAlign = 16;  // every state view's dtype divides the page
+      state_page = std::max(state_page, (b.spec.state_bytes() + kAlign - 1) / kAlign * kAlign);
+      states.push_back(&b);
+      continue;
+    }
     b.block = choose_group_block_size(b.spec, b.backends, user_block_size, bucket_name(b));
     b.spec.block_size = b.block.cache_block_size;
     cached.push_back(&b);
   }
 
   KvCacheConfig config;
-  if (!cached.empty()) config.page_size_bytes = unify_page_sizes(cached);
+  if (!cached.empty()) {
+    if (state_page > 0) grow_blocks_to_state(cached, state_page);
+    config.page_size_bytes =
+        unify_page_sizes(cached, state_page > 0 ? kMaxHybridBlockSize : kMaxCacheBlockSize);
+  } else {
+    config.page_size_bytes = state_page;
+  }
+  cached.insert(cached.end(), states.begin(), states.end());
 
   // Rule 4: equal-size groups.
   size_t group_size = 0;

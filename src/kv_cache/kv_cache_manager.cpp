@@ -88,6 +88,12 @@ KvCacheManager::StepPlan KvCacheManager::plan_step(const Request& r, RequestId i
       plan.total_new += plan.new_blocks[gi];
       continue;
     }
+    if (g.spec.is_state()) {
+      // One block holds the request's whole state, from its first step to its last.
+      if (table.empty() && end > 0) plan.new_blocks[gi] = 1;
+      plan.total_new += plan.new_blocks[gi];
+      continue;
+    }
     const int needed_from = first_needed_position(g.spec, num_computed_tokens);
     if (needed_from < r.num_released[gi] * size) {
       throw Error(
@@ -117,6 +123,10 @@ int KvCacheManager::min_blocks_alone(int num_tokens, int encoder_len) const {
       continue;
     }
     if (num_tokens <= 0) continue;
+    if (g.spec.is_state()) {
+      ++blocks;
+      continue;
+    }
     const int first_kept = first_needed_position(g.spec, num_tokens - 1) / size;
     blocks += ceil_div(num_tokens, size) - first_kept;
   }

@@ -63,6 +63,38 @@ KvCacheTensors make_layer_cache_view(void* base, const KvCacheSpec& spec, KvLayo
   return out;
 }
 
+KvCacheTensors make_state_cache_view(void* base, const KvCacheSpec& spec, size_t page_bytes,
+                                     int num_blocks, Device device) {
+  ATTNKIT_CHECK(spec.state.has_value(), "a state cache view needs a state spec");
+  const StateLayerDims& s = *spec.state;
+  ATTNKIT_CHECK(page_bytes >= s.bytes(), "a state page must hold the whole state");
+  KvCacheTensors out;
+  out.block_size = 1;
+  auto make = [&](void* data, ScalarType dtype, const std::vector<int>& shape) {
+    ATTNKIT_CHECK(page_bytes % size_of(dtype) == 0, "state page not a multiple of its dtype");
+    TensorView v;
+    v.data = data;
+    v.dtype = dtype;
+    v.device = device;
+    v.ndim = static_cast<int>(shape.size()) + 1;
+    v.shape[0] = num_blocks;
+    v.strides[0] = static_cast<int64_t>(page_bytes / size_of(dtype));
+    int64_t stride = 1;
+    for (size_t i = shape.size(); i-- > 0;) {
+      v.shape[i + 1] = shape[i];
+      v.strides[i + 1] = stride;
+      stride *= shape[i];
+    }
+    return v;
+  };
+  if (s.conv_elems() > 0) out.key = make(base, s.conv_dtype, s.conv_shape());
+  if (s.recurrent_elems() > 0) {
+    out.value = make(static_cast<unsigned char*>(base) + s.recurrent_offset(), s.recurrent_dtype,
+                     s.recurrent_shape());
+  }
+  return out;
+}
+
 KvCacheStorage::KvCacheStorage(const KvCacheConfig& config, int num_blocks,
                                std::shared_ptr<KvMemoryAllocator> allocator)
     : allocator_(std::move(allocator)), num_blocks_(num_blocks) {
@@ -86,6 +118,11 @@ KvCacheStorage::KvCacheStorage(const KvCacheConfig& config, int num_blocks,
       layer_indices_.push_back(g.layer_indices[j]);
       if (!g.has_cache()) {
         layer_tensors_.push_back(KvCacheTensors{{}, {}, g.layer_layouts[j], 0});
+        continue;
+      }
+      if (g.spec.is_state()) {
+        layer_tensors_.push_back(
+            make_state_cache_view(buffers_[j], g.spec, config.page_size_bytes, num_blocks, device));
         continue;
       }
       layer_tensors_.push_back(make_layer_cache_view(buffers_[j], g.spec, g.layer_layouts[j],

@@ -30,6 +30,8 @@ int64_t blocks_held(const KvCacheGroup& group, int64_t context_len) {
                              context_len, size);
     case KvCacheKind::kChunkedLocalAttention:
       return blocks_covering(context_len / spec.chunk_size * spec.chunk_size, context_len, size);
+    case KvCacheKind::kMamba:
+      return context_len > 0 ? 1 : 0;  // the request's whole state, whatever its length
     default:
       return blocks_covering(0, context_len, size);
   }
@@ -43,6 +45,11 @@ double KvMemoryReport::saving() const {
 std::string KvMemoryReport::to_text() const {
   std::string out = fmt::format("KV cache per request at {} tokens:\n", context_len);
   for (const KvGroupMemory& g : groups) {
+    if (g.state_bytes > 0) {
+      out += fmt::format("  group {:2}: {:<44} {:3} layers  recurrent state per request {:12} B\n",
+                         g.group_id, g.spec, g.num_layers, g.bytes_held);
+      continue;
+    }
     out += fmt::format(
         "  group {:2}: {:<44} {:3} layers  {:7} B/token  {:8} tokens held  {:12} B\n", g.group_id,
         g.spec, g.num_layers, g.bytes_per_token, g.tokens_held, g.bytes_held);
@@ -69,6 +76,17 @@ KvMemoryReport kv_memory_report(const KvCacheConfig& config, int64_t context_len
     m.block_size = g.spec.block_size;
     m.bytes_per_token = g.bytes_per_token();
     m.blocks_held = blocks_held(g, context_len);
+    if (g.spec.is_state()) {
+      // No tokens: a fixed state per layer (state_bytes, before padding to the page).
+      m.state_bytes = g.spec.state_bytes() * g.layer_indices.size();
+      m.bytes_held = m.blocks_held > 0 ? m.state_bytes : 0;
+      report.bytes_held += m.bytes_held;
+      report.pool_bytes_held += static_cast<size_t>(m.blocks_held) * config.bytes_per_block();
+      // The baseline keeps state layers as they are: they have no heads to cache per token.
+      report.full_attention_bytes += m.bytes_held;
+      report.groups.push_back(std::move(m));
+      continue;
+    }
     m.tokens_held = m.blocks_held * g.spec.block_size;
     m.bytes_held = static_cast<size_t>(m.tokens_held) * m.bytes_per_token;
     report.bytes_per_token += m.bytes_per_token;

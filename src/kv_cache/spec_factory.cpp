@@ -87,6 +87,18 @@ KvCacheSpec sliding_window_mla_spec(int kv_lora_rank, int rope_dim, ScalarType d
   return spec;
 }
 
+KvCacheSpec state_spec(const StateLayerDims& dims) {
+  validate_state_dims(dims);
+  KvCacheSpec spec;
+  spec.kind = KvCacheKind::kMamba;
+  spec.num_kv_heads = 0;
+  spec.head_size = 0;
+  spec.head_size_v = 0;
+  spec.dtype = dims.recurrent_dtype;
+  spec.state = dims;
+  return spec;
+}
+
 KvCacheSpec encoder_only_attention_spec() {
   KvCacheSpec spec;
   spec.kind = KvCacheKind::kEncoderOnlyAttention;
@@ -98,6 +110,9 @@ KvCacheSpec encoder_only_attention_spec() {
 
 KvCacheSpec spec_for_layer(const SelectorConfig& config, int max_encoder_len) {
   const KvCacheKind kind = kind_of(config);
+  if (kind == KvCacheKind::kMamba) {
+    return state_spec(*config.state);
+  }
   const ScalarType dtype = scalar_type_of(config.kv_cache_dtype, config.dtype);
   if (kind == KvCacheKind::kEncoderOnlyAttention) return encoder_only_attention_spec();
   if (kind == KvCacheKind::kMlaAttention || kind == KvCacheKind::kSlidingWindowMla) {
@@ -116,8 +131,11 @@ KvCacheSpec spec_for_layer(const SelectorConfig& config, int max_encoder_len) {
       return sliding_window_spec(shape, config.sliding_window.value_or(0));
     case KvCacheKind::kChunkedLocalAttention:
       return chunked_local_attention_spec(shape, config.chunk_size.value_or(0));
-    case KvCacheKind::kSinkFullAttention:
-      return sink_full_attention_spec(shape);
+    case KvCacheKind::kSinkFullAttention: {
+      KvCacheSpec spec = sink_full_attention_spec(shape);
+      spec.sink_len = config.sink_len;
+      return spec;
+    }
     case KvCacheKind::kCrossAttention:
       return cross_attention_spec(shape, max_encoder_len);
     default:

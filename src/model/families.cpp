@@ -106,11 +106,19 @@ constexpr std::array kDecoderFamilies = {
     DecoderFamily{"gemma3", Pattern::kEveryNthFull, 6, "sliding_window_pattern"},
     DecoderFamily{"gemma3_text", Pattern::kEveryNthFull, 6, "sliding_window_pattern"},
     DecoderFamily{"cohere2", Pattern::kEveryNthFull, 4, "sliding_window_pattern"},
+    // Gemma-4's full layers have a head size (and KV heads) of their own: global_head_dim,
+    // num_global_key_value_heads (global_attention_shape below).
+    DecoderFamily{"gemma4", Pattern::kEveryNthFull, 6, "sliding_window_pattern"},
+    DecoderFamily{"gemma4_text", Pattern::kEveryNthFull, 6, "sliding_window_pattern"},
     DecoderFamily{"gpt_oss", Pattern::kEveryNthFull, 2, "", /*sinks=*/true},
     DecoderFamily{"llama4", Pattern::kLlama4},
     DecoderFamily{"llama4_text", Pattern::kLlama4},
     DecoderFamily{"deepseek_v2", Pattern::kMla},
     DecoderFamily{"deepseek_v3", Pattern::kMla},
+    // DeepSeek-V3.2 adds a sparse-attention indexer over the same MLA cache; the indexer's
+    // own small key cache is not modelled here.
+    DecoderFamily{"deepseek_v32", Pattern::kMla},
+    DecoderFamily{"kimi_k2", Pattern::kMla},
 };
 
 const DecoderFamily* find_decoder_family(const std::string& model_type) {
@@ -250,16 +258,15 @@ std::vector<Category> default_categories(const ConfigReader& cfg, const DecoderF
   return out;
 }
 
-void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDescription& desc) {
-  const int num_layers = cfg.layer_count("num_hidden_layers");
-  const int num_heads = cfg.positive_int("num_attention_heads", kMaxModelHeads);
+}  // namespace
 
+LayerSpec attention_prototype(const ConfigReader& cfg, bool latent) {
+  const int num_heads = cfg.positive_int("num_attention_heads", kMaxModelHeads);
   LayerSpec proto;
   proto.attn_type = AttentionType::kDecoder;
   proto.num_heads = num_heads;
-  proto.has_sinks = family.sinks;
   proto.soft_cap = soft_cap_of(cfg);
-  if (family.pattern == Pattern::kMla) {
+  if (latent) {
     MlaDims mla;
     mla.kv_lora_rank = cfg.positive_int("kv_lora_rank", kMaxModelLatentRank);
     mla.qk_rope_head_dim = cfg.positive_int("qk_rope_head_dim", kMaxModelRopeHeadDim);
@@ -292,6 +299,38 @@ void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDe
     proto.head_size_v = proto.head_size;
     proto.scale = decoder_scale(cfg, proto.head_size);
   }
+  return proto;
+}
+
+bool has_mla_fields(const ConfigReader& cfg) {
+  return cfg.has("kv_lora_rank") && cfg.has("qk_rope_head_dim");
+}
+
+namespace {
+
+// Per-layer head sizes: configs that give full-attention layers a head size of their own
+// (Gemma-4's global_head_dim, with num_global_key_value_heads) apply it there; the
+// softmax scale follows the layer's head size.
+void global_attention_shape(const ConfigReader& cfg, LayerSpec& layer) {
+  const auto head = cfg.opt_positive_int("global_head_dim", kMaxModelHeadSize);
+  if (!head) return;
+  layer.head_size = layer.head_size_v = *head;
+  layer.scale = decoder_scale(cfg, *head);
+  if (auto kv = cfg.opt_positive_int("num_global_key_value_heads", kMaxModelHeads)) {
+    if (layer.num_heads % *kv != 0) {
+      cfg.fail("num_global_key_value_heads",
+               fmt::format("({}) must divide num_attention_heads ({})", *kv, layer.num_heads));
+    }
+    layer.num_kv_heads = *kv;
+  }
+}
+
+void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDescription& desc) {
+  const int num_layers = cfg.layer_count("num_hidden_layers");
+  // vLLM recognises MLA by its fields, whatever the family.
+  LayerSpec proto =
+      attention_prototype(cfg, family.pattern == Pattern::kMla || has_mla_fields(cfg));
+  proto.has_sinks = family.sinks;
 
   std::vector<bool> rope(static_cast<size_t>(num_layers), true);
   if (family.pattern == Pattern::kLlama4) rope = llama4_rope_layers(cfg, num_layers);
@@ -341,6 +380,7 @@ void build_decoder(const ConfigReader& cfg, const DecoderFamily& family, ModelDe
         layer.chunk_size = cfg.positive_int("attention_chunk_size", kMaxModelContext);
         break;
       case Category::kFull:
+        if (!layer.mla) global_attention_shape(cfg, layer);
         break;
     }
     layer.name = fmt::format("layers.{}.self_attn", i);
@@ -470,6 +510,10 @@ void build_layers(const ConfigReader& cfg, const std::string& model_type, ModelD
     build_decoder(cfg, *family, desc);
     return;
   }
+  if (is_hybrid_family(model_type)) {
+    build_hybrid(cfg, model_type, desc);
+    return;
+  }
 
   // Unknown: an encoder-decoder in BART's spelling, or else a plain decoder. Sliding
   // windows apply to every layer when set (Mistral's rule), unless layer_types says more.
@@ -481,6 +525,26 @@ void build_layers(const ConfigReader& cfg, const std::string& model_type, ModelD
                     shown));
     build_encoder_decoder(cfg, model_type, desc);
     return;
+  }
+  if (has_mla_fields(cfg)) {
+    // vLLM recognises MLA by these fields, not by the model type.
+    desc.warnings.push_back(
+        fmt::format("model_type '{}' is not one attnkit knows; read as multi-head latent "
+                    "attention (DeepSeek-V2/V3 layout) from kv_lora_rank and qk_rope_head_dim",
+                    shown));
+    static constexpr DecoderFamily kLatent{"", Pattern::kMla};
+    build_decoder(cfg, kLatent, desc);
+    return;
+  }
+  if (!cfg.has("num_attention_heads")) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("Cannot read model config '{}': model_type '{}' is not one attnkit "
+                            "knows, and it has none of the attention fields attnkit reads an "
+                            "unknown model by: num_attention_heads (plain decoder, with "
+                            "num_hidden_layers, num_key_value_heads, head_dim or hidden_size), "
+                            "kv_lora_rank + qk_rope_head_dim (multi-head latent attention), or "
+                            "is_encoder_decoder + encoder_layers (encoder-decoder)",
+                            cfg.source(), shown));
   }
   desc.warnings.push_back(fmt::format(
       "model_type '{}' is not one attnkit knows; read as a plain decoder from "

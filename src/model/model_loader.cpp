@@ -90,7 +90,7 @@ ModelDescription parse_model_config(const nlohmann::json& config, std::string_vi
     if (layer.is_attention) {
       layer.kind =
           layer_kind({layer.attn_type, layer.mla.has_value(), layer.sliding_window.has_value(),
-                      layer.chunk_size.has_value(), layer.has_sinks});
+                      layer.chunk_size.has_value(), layer.sink_len > 0});
     }
   }
   return desc;

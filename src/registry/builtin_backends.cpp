@@ -2,6 +2,7 @@
 // Each backend folder exposes `std::unique_ptr<AttentionBackend> make_<name>_backend();`
 // in its header; add its include and ONE line to the list below, e.g.
 //   #include "backends/reference/reference_backend.h"
+#include "backends/state_reference/state_reference_backend.h"
 //       {"REFERENCE", make_reference_backend},
 // The order here is the order `attnkit backends` lists them; selection priority is
 // decided per platform by the selector (src/selector/priority.cpp). "CUSTOM" is reserved
@@ -28,6 +29,13 @@ std::span<const BuiltinBackend> builtin_backends() {
       {"CUDA_FLASH", make_cuda_flash_backend},
       {"CUDA_PAGED", make_cuda_paged_backend},
       {"CUDA_MLA", make_cuda_mla_backend},
+      {"MAMBA1", make_mamba1_backend},
+      {"MAMBA2", make_mamba2_backend},
+      {"GDN_ATTN", make_gdn_attn_backend},
+      {"KDA_ATTN", make_kda_attn_backend},
+      {"SHORT_CONV", make_short_conv_backend},
+      {"LINEAR", make_linear_backend},
+      {"RG_LRU", make_rg_lru_backend},
   };
   // clang-format on
   return kBuiltinBackends;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "attnkit/backend/state_params.h"
 #include "attnkit/core/device_memory.h"
 #include "attnkit/core/error.h"
 #include "attnkit/kv_cache/kv_cache_manager.h"
@@ -89,7 +90,7 @@ struct AttentionStack::Impl {
   Impl(const ModelDescription& m, const AttentionStackOptions& o)
       : model(m),
         options(o),
-        dtype(o.dtype.value_or(m.dtype.value_or(DType::kBFloat16))),
+        dtype(resolve_model_dtype(o.dtype, m, o.platform)),
         selector(o.attention) {}
 
   size_t slot_of(int layer_index) const {
@@ -242,6 +243,28 @@ void AttentionStack::set_sinks(int layer_index, std::span<const float> sinks) {
                             layer_index, layer.name, sinks.size(), layer.params.sinks.size()));
   }
   layer.params.sinks.assign(sinks.begin(), sinks.end());
+  s.impls[slot] = layer.selection->chosen->make_impl(layer.params);
+}
+
+void AttentionStack::set_state_params(int layer_index, std::span<const float> params) {
+  Impl& s = *impl_;
+  const size_t slot = s.slot_of(layer_index);
+  StackLayer& layer = s.layers[slot];
+  if (!layer.params.state) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("layer {} ({}) is an attention layer; only state layers take state "
+                            "parameters",
+                            layer_index, layer.name));
+  }
+  const size_t want = state_param_count(*layer.params.state);
+  if (params.size() != want) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("layer {} ({}): {} parameter values given, but {} needs {} "
+                    "(docs/state_layers.md lists the segments)",
+                    layer_index, layer.name, params.size(), layer.params.state->describe(), want));
+  }
+  layer.params.state_params.assign(params.begin(), params.end());
   s.impls[slot] = layer.selection->chosen->make_impl(layer.params);
 }
 

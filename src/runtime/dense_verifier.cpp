@@ -6,6 +6,7 @@
 
 #include "attnkit/core/numeric.h"
 #include "attnkit/kernels/mask.h"
+#include "backend/state_ops.h"
 
 namespace attnkit {
 namespace {
@@ -20,6 +21,28 @@ MaskRule mask_of(const AttentionLayerParams& layer) {
 }
 
 }  // namespace
+
+std::vector<float> DenseVerifier::expected_state_output(const AttentionLayerParams& layer,
+                                                        int request, int position) const {
+  ATTNKIT_CHECK(layer.state.has_value(), "expected_state_output needs a state layer");
+  const StateLayerDims& dims = *layer.state;
+  const auto in_w = static_cast<size_t>(dims.input_width());
+  const auto out_w = static_cast<size_t>(dims.output_width());
+  StateOutputs& cached = state_outputs_[{layer.layer_index, request}];
+  if (position >= cached.num_tokens) {
+    const int n = std::max(position + 1, 2 * cached.num_tokens);
+    std::vector<float> input(static_cast<size_t>(n) * in_w);
+    for (int t = 0; t < n; ++t) {
+      gen_.fill_row(QkvStream::kQuery, TokenSource::kDecoder, layer.layer_index, request, t, 1,
+                    dims.input_width(), input.data() + static_cast<size_t>(t) * in_w);
+    }
+    cached.rows.assign(static_cast<size_t>(n) * out_w, 0.0f);
+    run_state_layer_dense(dims, layer.state_params, n, input.data(), cached.rows.data());
+    cached.num_tokens = n;
+  }
+  const auto first = cached.rows.begin() + static_cast<std::ptrdiff_t>(position * out_w);
+  return {first, first + static_cast<std::ptrdiff_t>(out_w)};
+}
 
 std::vector<float> DenseVerifier::expected_output(const AttentionLayerParams& layer,
                                                   const QuerySite& site) const {

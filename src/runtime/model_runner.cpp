@@ -22,7 +22,7 @@ ModelDescription reduce_model(const ModelDescription& model, int max_layers_per_
   std::map<std::pair<AttentionType, KvCacheKind>, int> kept;
   int dropped = 0, capped = 0;
   for (LayerSpec layer : model.layers) {
-    if (layer.is_attention && max_layers_per_kind > 0) {
+    if (layer.needs_backend() && max_layers_per_kind > 0) {
       int& n = kept[{layer.attn_type, layer.kind}];
       if (n >= max_layers_per_kind) {
         ++dropped;
@@ -45,9 +45,9 @@ ModelDescription reduce_model(const ModelDescription& model, int max_layers_per_
   }
   if (notes && dropped > 0) {
     notes->push_back(fmt::format(
-        "reduced model: at most {} layers per attention kind ({} of {} "
-        "attention layers kept)",
-        max_layers_per_kind, model.num_attention_layers() - dropped, model.num_attention_layers()));
+        "reduced model: at most {} layers per kind ({} of {} attention and state layers kept)",
+        max_layers_per_kind, model.num_attention_layers() + model.num_state_layers() - dropped,
+        model.num_attention_layers() + model.num_state_layers()));
   }
   if (notes && capped > 0) {
     notes->push_back(
@@ -63,6 +63,7 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
   StartupPlan plan =
       plan_startup(model, {dtype, options.kv_cache_dtype, options.block_size}, platform, selector);
   require_runnable(plan, model.name);
+  warnings = plan.warnings;
   for (LayerPlan& layer_plan : plan.layers) {
     const LayerSpec& spec = layer_plan.layer;
     Layer layer;
@@ -73,6 +74,7 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
     layer.params.layer_index = spec.index;
     layer.params.checked = options.checked.has_value() ? *options.checked : checked_mode_default();
     if (spec.has_sinks) layer.params.sinks = gen.sinks(spec.index, spec.num_heads);
+    if (spec.state) layer.params.state_params = gen.state_params(spec.index, *spec.state);
     layer.kv_spec = layer_plan.kv_spec;
     layers.push_back(std::move(layer));
   }

@@ -1,5 +1,6 @@
 #include "attnkit/runtime/qkv_generator.h"
 
+#include "attnkit/backend/state_params.h"
 #include "attnkit/core/numeric.h"
 #include "runtime/counter_hash.h"
 
@@ -42,6 +43,22 @@ std::vector<float> QkvGenerator::sinks(int layer, int num_heads) const {
     const uint64_t hash =
         counter_hash({seed_, 0x51dcull, static_cast<uint64_t>(layer), static_cast<uint64_t>(h)});
     out[static_cast<size_t>(h)] = unit_float(hash) + 1.0f;
+  }
+  return out;
+}
+
+std::vector<float> QkvGenerator::state_params(int layer, const StateLayerDims& dims) const {
+  std::vector<float> out;
+  out.reserve(state_param_count(dims));
+  uint64_t segment = 0;
+  for (const StateParamSegment& s : state_param_layout(dims)) {
+    for (size_t i = 0; i < s.count; ++i) {
+      const uint64_t hash = counter_hash(
+          {seed_, 0x57a7eull, static_cast<uint64_t>(layer), segment, static_cast<uint64_t>(i)});
+      const double u = 0.5 * (static_cast<double>(unit_float(hash)) + 1.0);  // [0, 1)
+      out.push_back(state_param_value(s, u));
+    }
+    ++segment;
   }
   return out;
 }

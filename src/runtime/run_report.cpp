@@ -90,6 +90,7 @@ nlohmann::json to_json(const RunReport& r) {
       {"dtype", r.dtype},
       {"kv_cache_dtype", r.kv_cache_dtype},
       {"notes", r.notes},
+      {"warnings", r.warnings},
       {"requests", r.requests},
       {"steps", r.steps},
       {"tokens", r.tokens},
@@ -123,6 +124,7 @@ std::string to_text(const RunReport& r) {
       r.prefill_tokens, r.decode_tokens,
       r.encoder_tokens > 0 ? fmt::format(", {} encoder tokens", r.encoder_tokens) : std::string());
   for (const std::string& note : r.notes) out += fmt::format("  note: {}\n", note);
+  for (const std::string& w : r.warnings) out += fmt::format("  warning: {}\n", w);
   out += fmt::format(
       "Throughput: {:.0f} tokens/s (engine {:.3f} s, attention {:.3f} s at "
       "{:.2f} GB/s; wall {:.3f} s)\n",

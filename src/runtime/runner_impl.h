@@ -43,6 +43,7 @@ struct ModelRunner::Impl {
   std::vector<std::string> notes;
   std::vector<Layer> layers;  // attention layers, model order
   std::vector<PlannedLayer> planned;
+  std::vector<std::string> warnings;  // the start-up plan's (StartupPlan::warnings)
   KvCacheConfig kv_config;
   int num_blocks = 0;
   std::unique_ptr<DeviceIo> io;  // where tensors live: host, or the CUDA device
@@ -53,7 +54,7 @@ struct ModelRunner::Impl {
       : model(std::move(m)),
         platform(p),
         options(std::move(o)),
-        dtype(options.dtype.value_or(model.dtype.value_or(DType::kBFloat16))),
+        dtype(resolve_model_dtype(options.dtype, model, platform)),
         gen(options.seed, dtype) {}
 
   bool encoder_only() const {

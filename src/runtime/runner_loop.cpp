@@ -10,6 +10,7 @@
 
 #include "attnkit/backend/forward_check.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/numeric.h"
 #include "attnkit/kv_cache/common_metadata_builder.h"
 #include "attnkit/kv_cache/kv_cache_manager.h"
 #include "attnkit/runtime/dense_verifier.h"
@@ -277,6 +278,7 @@ class ModelRunner::Impl::StepLoop {
   // Runs one layer's forward over synthetic Q/K/V, checks and verifies its output, and
   // returns the seconds the forward call took.
   double run_layer(const SchedulerStep& step, Impl::Layer& layer) {
+    if (layer.params.state) return run_state_layer(step, layer);
     const auto g = static_cast<size_t>(layer.group);
     const AttentionLayerParams& p = layer.params;
     const std::vector<StepRow>& rows = layer.encoder_pass() ? enc_rows_ : dec_rows_;
@@ -327,6 +329,69 @@ class ModelRunner::Impl::StepLoop {
     ++r_.groups[g].forward_calls;
     report_.attention_bytes += bytes_moved(step, layer, num_rows, kv_rows.size());
     if (r_.options.verify.enabled) verify_rows(step, layer, rows, out);
+    return forward_seconds;
+  }
+
+  // A state layer's forward: one input row per new token (input_width() elements from the
+  // query stream), one output row; its state stays in the pool's block of each request.
+  double run_state_layer(const SchedulerStep& step, Impl::Layer& layer) {
+    const auto g = static_cast<size_t>(layer.group);
+    const AttentionLayerParams& p = layer.params;
+    const StateLayerDims& dims = *p.state;
+    const int idx = p.layer_index;
+    const auto num_rows = static_cast<int64_t>(dec_rows_.size());
+    const HostTensor in(out_type_, {num_rows, dims.input_width()});
+    std::vector<float> values(static_cast<size_t>(dims.input_width()));
+    for (int64_t i = 0; i < num_rows; ++i) {
+      const StepRow& s = dec_rows_[static_cast<size_t>(i)];
+      r_.gen.fill_row(QkvStream::kQuery, TokenSource::kDecoder, idx, s.request, s.position, 1,
+                      dims.input_width(), values.data());
+      for (int c = 0; c < dims.input_width(); ++c) {
+        store_from_float(in.data(), out_type_, i * dims.input_width() + c,
+                         values[static_cast<size_t>(c)]);
+      }
+    }
+    const HostTensor out(out_type_, {num_rows, dims.output_width()});
+    DeviceIo& device_io = *r_.io;
+    const TensorView id = device_io.stage(in, 0);
+    const TensorView od = device_io.scratch(out, 3);
+    const AttentionMetadata& plan = *plans_[g].at(std::string(layer.backend->name()));
+    const auto t = Clock::now();
+    layer.impl->forward(id, {}, {}, r_.storage->tensors(idx), plan, od);
+    device_io.synchronize();
+    const double forward_seconds = seconds_since(t);
+    device_io.fetch(od, out);
+    if (checked_mode(p)) {
+      const std::vector<NonFiniteRows> non_finite = find_non_finite_rows(out.view(), plan.common());
+      if (!non_finite.empty()) {
+        throw_non_finite(step.step, idx, layer.impl->backend_name(), dec_rows_, non_finite,
+                         plan.common().num_reqs);
+      }
+    }
+    report_.attention_seconds += forward_seconds;
+    r_.groups[g].executed.insert(std::string(layer.impl->backend_name()));
+    report_.output_checksum = fold_bytes(report_.output_checksum, out);
+    ++r_.groups[g].forward_calls;
+    // Inputs and outputs, and each request's state read and written once.
+    report_.attention_bytes +=
+        static_cast<double>(num_rows) * (dims.input_width() + dims.output_width()) *
+            static_cast<double>(elem_) +
+        2.0 * static_cast<double>(dims.bytes()) * static_cast<double>(step.chunks.size());
+    if (r_.options.verify.enabled) {
+      // The output rows as [rows, 1, width], as read_row() reads them.
+      TensorView rows3 = out.view();
+      rows3.ndim = 3;
+      rows3.shape = {num_rows, 1, dims.output_width()};
+      rows3.strides = {dims.output_width(), dims.output_width(), 1};
+      for (const int row :
+           rows_to_verify(static_cast<int>(num_rows), r_.options.verify.samples_per_layer_step,
+                          r_.gen.seed(), step.step, idx)) {
+        const StepRow& s = dec_rows_[static_cast<size_t>(row)];
+        const double err = row_relative_error(
+            read_row(rows3, row), verifier_.expected_state_output(p, s.request, s.position));
+        stats_.add(layer.spec.kind, err, idx, {s.request, s.position, s.position + 1});
+      }
+    }
     return forward_seconds;
   }
 
@@ -412,6 +477,7 @@ RunReport ModelRunner::Impl::run(std::span<const RequestSpec> input) {
   report.dtype = std::string(to_string(dtype));
   report.kv_cache_dtype = std::string(to_string(options.kv_cache_dtype));
   report.notes = notes;
+  report.warnings = warnings;
   if (one_pass) {
     report.notes.emplace_back(
         "encoder-only model: each prompt runs in one pass without a KV "

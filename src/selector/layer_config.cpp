@@ -9,7 +9,7 @@ namespace attnkit {
 namespace {
 
 void require_attention(const LayerSpec& layer) {
-  if (!layer.is_attention) {
+  if (!layer.needs_backend()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("Layer {} ('{}', {}) is not an attention layer: it needs no "
                             "attention backend",
@@ -23,6 +23,13 @@ SelectorConfig selector_config(const LayerSpec& layer, DType dtype, KvCacheDType
                                std::optional<int> block_size) {
   require_attention(layer);
   SelectorConfig c;
+  if (layer.state) {
+    c.state = layer.state;
+    c.dtype = dtype;
+    c.kv_cache_dtype = resolve_kv_cache_dtype(KvCacheDType::kAuto, dtype);
+    c.head_size = c.head_size_v = 0;
+    return c;
+  }
   c.head_size = layer.head_size;
   c.head_size_v = layer.head_size_v;
   c.num_heads = layer.num_heads;
@@ -33,6 +40,7 @@ SelectorConfig selector_config(const LayerSpec& layer, DType dtype, KvCacheDType
   c.use_mla = layer.mla.has_value();
   c.mla_rope_dim = layer.mla ? layer.mla->qk_rope_head_dim : 0;
   c.has_sinks = layer.has_sinks;
+  c.sink_len = layer.sink_len;
   c.sliding_window = layer.sliding_window;
   c.chunk_size = layer.chunk_size;
   c.soft_cap = layer.soft_cap;
@@ -60,6 +68,10 @@ AttentionLayerParams layer_params(const LayerSpec& layer, DType dtype,
   p.kv_cache_dtype = resolve_kv_cache_dtype(kv_cache_dtype, dtype);
   p.use_mla = layer.mla.has_value();
   p.mla_rope_dim = layer.mla ? layer.mla->qk_rope_head_dim : 0;
+  p.state = layer.state;
+  if (p.state) {
+    p.kv_cache_dtype = resolve_kv_cache_dtype(KvCacheDType::kAuto, dtype);
+  }
   return p;
 }
 

@@ -27,15 +27,21 @@ std::vector<std::string> builtin_priority(PlatformKind platform, bool use_mla) {
   return {};
 }
 
+std::vector<std::string> builtin_state_priority() {
+  return {"MAMBA1", "MAMBA2", "GDN_ATTN", "KDA_ATTN", "SHORT_CONV", "LINEAR", "RG_LRU"};
+}
+
 std::vector<std::string> priority_list(const BackendRegistry& registry, const Platform& platform,
                                        const SelectorConfig& config) {
   std::vector<std::string> out;
-  for (const std::string& name : builtin_priority(platform.kind, config.use_mla)) {
+  const std::vector<std::string> builtin =
+      config.state ? builtin_state_priority() : builtin_priority(platform.kind, config.use_mla);
+  for (const std::string& name : builtin) {
     if (registry.contains(name)) out.push_back(name);
   }
   // Names with a place in some built-in list keep that place (or none, like CUDA_MLA for a
   // non-MLA layer), also when a test or application registered them at run time.
-  std::vector<std::string> placed;
+  std::vector<std::string> placed = builtin_state_priority();
   for (PlatformKind other : all_values<PlatformKind>()) {
     for (std::string& name : builtin_priority(other, /*use_mla=*/true))
       placed.push_back(std::move(name));
@@ -43,7 +49,10 @@ std::vector<std::string> priority_list(const BackendRegistry& registry, const Pl
   for (const std::string& name : registry.names()) {
     if (registry.is_builtin_name(name)) continue;
     if (std::find(placed.begin(), placed.end(), name) != placed.end()) continue;
-    if (registry.get(name)->capabilities().platform != platform.kind) continue;
+    const BackendCapabilities& caps = registry.get(name)->capabilities();
+    if (caps.platform != platform.kind) continue;
+    // A run-time backend joins the list of the layers of its sort (attention or state).
+    if (caps.state_layer_types.empty() == config.state.has_value()) continue;
     out.push_back(name);
   }
   return out;

@@ -1,6 +1,7 @@
 #include "attnkit/selector/startup_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <utility>
@@ -19,12 +20,35 @@ namespace {
 
 }  // namespace
 
+std::vector<std::string> unmatched_kind_warnings(const AttentionConfig& config,
+                                                 const StartupPlan& plan) {
+  std::vector<KvCacheKind> present;
+  for (const LayerPlan& p : plan.layers) {
+    const KvCacheKind kind = kind_of(p.config);
+    if (std::find(present.begin(), present.end(), kind) == present.end()) present.push_back(kind);
+  }
+  std::sort(present.begin(), present.end(),
+            [](KvCacheKind a, KvCacheKind b) { return to_string(a) < to_string(b); });
+  std::vector<std::string> names;
+  for (KvCacheKind k : present) names.emplace_back(to_string(k));
+  std::vector<std::string> warnings;
+  for (const auto& [kind, backend] : config.backend_per_kind) {
+    if (std::find(present.begin(), present.end(), kind) != present.end()) continue;
+    warnings.push_back(fmt::format(
+        "backend_per_kind: '{}' (-> {}) matches no layer of this model, so it has no effect; "
+        "the model's kinds are: {}",
+        to_string(kind), backend,
+        names.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(names, ", "))));
+  }
+  return warnings;
+}
+
 StartupPlan plan_startup(const ModelDescription& model, const StartupRequest& request,
                          const Platform& platform, const Selector& selector) {
   StartupPlan plan;
   std::vector<LayerKvInput> kv_inputs;
   for (const LayerSpec& layer : model.layers) {
-    if (!layer.is_attention) continue;
+    if (!layer.needs_backend()) continue;
     LayerPlan planned;
     planned.layer = layer;
     try {
@@ -45,6 +69,7 @@ StartupPlan plan_startup(const ModelDescription& model, const StartupRequest& re
     plan.layers.push_back(std::move(planned));
   }
   plan.kv_cache = plan_kv_cache(kv_inputs, request.block_size);
+  plan.warnings = unmatched_kind_warnings(selector.attention_config(), plan);
   return plan;
 }
 

@@ -8,8 +8,9 @@ namespace attnkit {
 namespace {
 
 // The kind DESIGN.md gives each layer, written as a decision list independent of kind_of's
-// code: attention type first, then MLA (with or without a window), window, chunk, sinks.
-KvCacheKind expected_kind(AttentionType type, bool mla, bool window, bool chunk, bool sinks) {
+// code: attention type first, then MLA (with or without a window), window, chunk, static
+// sink tokens. Learned sink logits never change the kind.
+KvCacheKind expected_kind(AttentionType type, bool mla, bool window, bool chunk, bool sink_tokens) {
   if (type == AttentionType::kEncoder || type == AttentionType::kEncoderOnly) {
     return KvCacheKind::kEncoderOnlyAttention;
   }
@@ -18,7 +19,7 @@ KvCacheKind expected_kind(AttentionType type, bool mla, bool window, bool chunk,
   if (mla) return KvCacheKind::kMlaAttention;
   if (window) return KvCacheKind::kSlidingWindow;
   if (chunk) return KvCacheKind::kChunkedLocalAttention;
-  if (sinks) return KvCacheKind::kSinkFullAttention;
+  if (sink_tokens) return KvCacheKind::kSinkFullAttention;
   return KvCacheKind::kFullAttention;
 }
 
@@ -29,17 +30,19 @@ TEST(KindOf, EveryCombinationOfTypeAndFeatures) {
     for (bool mla : {false, true}) {
       for (bool window : {false, true}) {
         for (bool chunk : {false, true}) {
-          for (bool sinks : {false, true}) {
-            for (bool soft_cap : {false, true}) {
+          for (bool sink_tokens : {false, true}) {
+            for (bool extras : {false, true}) {
               SelectorConfig c;
               c.attn_type = type;
               c.use_mla = mla;
               if (window) c.sliding_window = 4096;
               if (chunk) c.chunk_size = 8192;
-              c.has_sinks = sinks;
-              if (soft_cap) c.soft_cap = 50.0f;  // never changes the kind
+              if (sink_tokens) c.sink_len = 4;
+              // Soft-capping and learned sink logits never change the kind.
+              if (extras) c.soft_cap = 50.0f;
+              c.has_sinks = extras;
               const KvCacheKind kind = kind_of(c);
-              EXPECT_EQ(kind, expected_kind(type, mla, window, chunk, sinks))
+              EXPECT_EQ(kind, expected_kind(type, mla, window, chunk, sink_tokens))
                   << c.describe() << " -> " << to_string(kind);
               reached.insert(kind);
               ++combinations;
@@ -50,14 +53,20 @@ TEST(KindOf, EveryCombinationOfTypeAndFeatures) {
     }
   }
   EXPECT_EQ(combinations, 4 * 32);
-  EXPECT_EQ(reached.size(), 8u) << "every kind is reachable";
+  EXPECT_EQ(reached.size(), 8u) << "every attention kind is reachable";
+  SelectorConfig state;
+  state.state = StateLayerDims{};
+  EXPECT_EQ(kind_of(state), KvCacheKind::kMamba) << "and a state layer is mamba";
 }
 
 TEST(KindOf, NamedExamples) {
   SelectorConfig c;
   EXPECT_EQ(kind_of(c), KvCacheKind::kFullAttention);
-  c.has_sinks = true;  // gpt-oss full-attention layers
+  c.has_sinks = true;  // gpt-oss full-attention layers: learned sink logits, same kind
+  EXPECT_EQ(kind_of(c), KvCacheKind::kFullAttention);
+  c.sink_len = 4;  // static sink tokens held in the cache
   EXPECT_EQ(kind_of(c), KvCacheKind::kSinkFullAttention);
+  c.sink_len = 0;
   c.sliding_window = 128;  // gpt-oss sliding layers (with sinks) stay sliding_window
   EXPECT_EQ(kind_of(c), KvCacheKind::kSlidingWindow);
   SelectorConfig llama4;

@@ -67,7 +67,7 @@ TEST(Enums, ExactSpellingsAndErrorMessages) {
   EXPECT_EQ(valid_spellings<AttentionType>(), "decoder, encoder, encoder_decoder, encoder_only");
   EXPECT_EQ(valid_spellings<KvCacheKind>(),
             "chunked_local_attention, cross_attention, encoder_only_attention, full_attention, "
-            "mla_attention, sink_full_attention, sliding_window, sliding_window_mla");
+            "mamba, mla_attention, sink_full_attention, sliding_window, sliding_window_mla");
   EXPECT_EQ(valid_spellings<KvLayout>(), "HND, NHD");
   EXPECT_EQ(valid_spellings<PlatformKind>(), "cpu, cuda");
   try {
@@ -82,7 +82,7 @@ TEST(Enums, ExactSpellingsAndErrorMessages) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(),
                  "Unknown KV cache group kind 'global'. Valid values are: chunked_local_attention, "
-                 "cross_attention, encoder_only_attention, full_attention, mla_attention, "
+                 "cross_attention, encoder_only_attention, full_attention, mamba, mla_attention, "
                  "sink_full_attention, sliding_window, sliding_window_mla");
   }
 }
@@ -96,7 +96,8 @@ TEST(Enums, KindsUseVllmSpellings) {
   EXPECT_EQ(to_string(KvCacheKind::kSinkFullAttention), "sink_full_attention");
   EXPECT_EQ(to_string(KvCacheKind::kEncoderOnlyAttention), "encoder_only_attention");
   EXPECT_EQ(to_string(KvCacheKind::kCrossAttention), "cross_attention");
-  EXPECT_EQ(all_values<KvCacheKind>().size(), 8u);
+  EXPECT_EQ(to_string(KvCacheKind::kMamba), "mamba");
+  EXPECT_EQ(all_values<KvCacheKind>().size(), 9u);
 }
 
 TEST(Enums, Aliases) {

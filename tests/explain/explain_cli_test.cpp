@@ -99,7 +99,12 @@ TEST(ExplainCli, JsonDescribesEveryEmbeddedModel) {
     std::set<int> grouped;
     for (const auto& g : j["kv_cache_groups"]) {
       for (int i : g["layers"]) EXPECT_TRUE(grouped.insert(i).second) << name << " layer " << i;
-      if (g["has_cache"]) {
+      if (g["kind"] == "mamba") {
+        // A state group: one padded page per request, no per-token K/V.
+        EXPECT_EQ(g["page_size_bytes"], j["page_size_bytes"]) << name;
+        EXPECT_EQ(g["kv_bytes_per_token"], 0) << name;
+        EXPECT_GT(g["state_bytes_per_request"].get<long>(), 0) << name;
+      } else if (g["has_cache"]) {
         EXPECT_EQ(g["page_size_bytes"], j["page_size_bytes"]) << name;
         EXPECT_GT(g["kv_bytes_per_token"].get<int>(), 0) << name;
       } else {
@@ -111,10 +116,21 @@ TEST(ExplainCli, JsonDescribesEveryEmbeddedModel) {
       const auto& l = j["layers"][i];
       const LayerSpec& s = m.layers[i];
       EXPECT_EQ(l["index"], s.index);
+      if (!s.needs_backend()) {  // an MLP block a hybrid config lists as a layer
+        EXPECT_TRUE(l["backend"].is_null()) << name << " layer " << i;
+        continue;
+      }
       EXPECT_EQ(l["kind"], to_string(s.kind)) << name << " layer " << i;
-      EXPECT_EQ(l["num_heads"], s.num_heads);
-      EXPECT_EQ(l["num_kv_heads"], s.num_kv_heads);
-      EXPECT_EQ(l["head_size"], s.head_size);
+      if (s.state) {
+        EXPECT_EQ(l["state"]["type"], to_string(s.state->type)) << name << " layer " << i;
+        EXPECT_EQ(l["state"]["bytes_per_request"], s.state->bytes());
+        EXPECT_TRUE(l["num_heads"].is_null());
+      } else {
+        EXPECT_EQ(l["num_heads"], s.num_heads);
+        EXPECT_EQ(l["num_kv_heads"], s.num_kv_heads);
+        EXPECT_EQ(l["head_size"], s.head_size);
+        EXPECT_TRUE(l["state"].is_null());
+      }
       EXPECT_EQ(l["sliding_window"].is_null(), !s.sliding_window.has_value());
       EXPECT_TRUE(l["backend"].is_string());
       EXPECT_EQ(l["chosen_by"], "auto");
@@ -200,7 +216,7 @@ TEST(ExplainCli, SelectionErrors) {
       failure(with({"--attention-config", R"({"backend_per_kind": {"sliding": "REFERENCE"}})"})),
       "Unknown KV cache group kind 'sliding' in backend_per_kind. Valid kinds are: "
       "chunked_local_attention, cross_attention, encoder_only_attention, full_attention, "
-      "mla_attention, sink_full_attention, sliding_window, sliding_window_mla");
+      "mamba, mla_attention, sink_full_attention, sliding_window, sliding_window_mla");
   expect_error(failure(with({"--attention-backend", "NOPE"})),
                "Unknown attention backend: 'NOPE'. Valid options are: ");
   expect_error(failure(with({"--attention-config", R"({"backend": "nope"})"})),

@@ -176,7 +176,10 @@ TEST_F(Explain, MlaEncoderAndCrossLayersGoWhereTheyCan) {
   EXPECT_EQ(ds.kv_cache.groups[0].bytes_per_token(), 27u * 576u * 2u);
 
   const Explanation w = run("whisper-tiny");
-  EXPECT_EQ(w.dtype, DType::kFloat32);
+  // A float32 checkpoint runs in bfloat16 (vLLM's auto dtype), and explain says so.
+  EXPECT_EQ(w.dtype, DType::kBFloat16);
+  ASSERT_FALSE(w.notes.empty());
+  EXPECT_NE(w.notes[0].find("the checkpoint is float32; it runs in bfloat16"), std::string::npos);
   // The decoder's self-attention suits CPU_FLASH; encoder and cross attention do not.
   EXPECT_EQ(layers_with(w, "CPU_FLASH", ChosenBy::kAuto), (std::vector<int>{4, 5, 6, 7}));
   EXPECT_EQ(layers_with(w, "REFERENCE", ChosenBy::kAuto),
@@ -188,29 +191,61 @@ TEST_F(Explain, MlaEncoderAndCrossLayersGoWhereTheyCan) {
   EXPECT_EQ(encoder_bytes, 0u);  // encoder self-attention keeps no cache
 }
 
-TEST_F(Explain, NonAttentionLayersNeedNoBackend) {
+TEST_F(Explain, StateLayersGetAStateBackendAndMlpLayersNone) {
   ExplainRequest request;
   request.platform = test_cpu();
+  // Nemotron-H's pattern: M = Mamba2, - = MLP, * = attention.
   const ModelDescription m = parse_model_config_text(R"({
-      "model_type": "qwen3_next", "num_hidden_layers": 4, "num_attention_heads": 16,
-      "num_key_value_heads": 2, "head_dim": 256,
-      "layer_types": ["linear_attention", "linear_attention", "linear_attention",
-                      "full_attention"]})",
+      "model_type": "nemotron_h", "hybrid_override_pattern": "M-M*", "hidden_size": 256,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+      "mamba_num_heads": 8, "mamba_head_dim": 32, "n_groups": 2, "ssm_state_size": 16,
+      "conv_kernel": 4})",
                                                      "hybrid", "hybrid.json");
-  const Explanation e = explain(m, request, registry_);
-  EXPECT_EQ(e.layers[0].selection, nullptr);
-  EXPECT_EQ(e.layers[0].kv_cache_group, -1);
+  const BackendRegistry builtins;  // the real state backends
+  const Explanation e = explain(m, request, builtins);
+  ASSERT_EQ(e.layers.size(), 4u);
+  EXPECT_EQ(e.layers[0].selection->backend, "MAMBA2");
+  EXPECT_EQ(e.layers[1].selection, nullptr);
+  EXPECT_EQ(e.layers[1].kv_cache_group, -1);
   EXPECT_EQ(e.layers[3].selection->backend, "CPU_FLASH");
   const std::string text = to_text(e);
-  EXPECT_NE(text.find("layers 0-2: linear_attention: no attention backend needed"),
+  EXPECT_NE(text.find("Layers (4, of which 1 attention and 2 state):"), std::string::npos) << text;
+  // conv over 8 x 32 + 2 x 2 x 16 = 320 channels x 3 inputs (3840 B), state 8 x 32 x 16
+  // (16384 B), float32: 20224 B
+  EXPECT_NE(text.find("layers 0, 2: mamba(mamba2)   8x32 heads, 2 groups, state 16, conv 4; "
+                      "20224 B state per request  -> MAMBA2 (auto)"),
             std::string::npos)
       << text;
+  EXPECT_NE(text.find("layer 1:     mlp: no attention backend needed"), std::string::npos) << text;
+  EXPECT_NE(text.find("State bytes per request over all layers: 40448"), std::string::npos) << text;
   const nlohmann::json j = to_json(e);
-  EXPECT_EQ(j["layers"][0]["note"], "no attention backend needed");
-  EXPECT_TRUE(j["layers"][0]["backend"].is_null());
-  EXPECT_TRUE(j["layers"][0]["kind"].is_null());
-  EXPECT_EQ(j["layers"][3]["backend"], "CPU_FLASH");
-  EXPECT_EQ(j["warnings"].size(), 1u);  // qwen3_next is read as a plain decoder
+  EXPECT_EQ(j["layers"][1]["note"], "no attention backend needed");
+  EXPECT_TRUE(j["layers"][1]["backend"].is_null());
+  EXPECT_TRUE(j["layers"][1]["kind"].is_null());
+  EXPECT_EQ(j["layers"][0]["kind"], "mamba");
+  EXPECT_EQ(j["layers"][0]["backend"], "MAMBA2");
+  EXPECT_EQ(j["layers"][0]["state"]["type"], "mamba2");
+  EXPECT_EQ(j["layers"][0]["state"]["conv_state_shape"], (std::vector<int>{320, 3}));
+  EXPECT_EQ(j["layers"][0]["state"]["recurrent_state_shape"], (std::vector<int>{8, 32, 16}));
+  EXPECT_EQ(j["layers"][0]["state"]["bytes_per_request"], 20224);
+  EXPECT_EQ(j["state_bytes_per_request"], 40448);
+  EXPECT_TRUE(j["warnings"].empty());
+}
+
+TEST_F(Explain, ABackendPerKindKeyThatMatchesNoLayerIsAWarningInTextAndJson) {
+  const Explanation e =
+      run("llama-3.1-8b-instruct", R"({"backend_per_kind": {"sliding_window": "REFERENCE"}})");
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_EQ(e.warnings[0],
+            "backend_per_kind: 'sliding_window' (-> REFERENCE) matches no layer of this model, "
+            "so it has no effect; the model's kinds are: full_attention");
+  EXPECT_NE(to_text(e).find("Warning: backend_per_kind: 'sliding_window'"), std::string::npos);
+  EXPECT_EQ(to_json(e)["warnings"][0], e.warnings[0]);
+  // gpt-oss's full layers are full_attention: a vLLM-style per-kind choice reaches them.
+  const Explanation gpt =
+      run("gpt-oss-20b", R"({"backend_per_kind": {"full_attention": "REFERENCE"}})");
+  EXPECT_TRUE(gpt.warnings.empty());
+  EXPECT_EQ(layers_with(gpt, "REFERENCE", ChosenBy::kPerKind).size(), 12u);
 }
 
 TEST_F(Explain, StrictChoiceThatCannotServeIsAnErrorNamingTheLayer) {
@@ -301,7 +336,9 @@ TEST_F(Explain, JsonHasTheStableSchema) {
   }
   EXPECT_EQ(j.value("schema_version", -1), kJsonSchemaVersion);
   EXPECT_TRUE(j.contains("resolved_kv_cache_dtype"));
-  EXPECT_EQ(j.size(), 23u);  // the 21 above, resolved_kv_cache_dtype and schema_version
+  EXPECT_TRUE(j.contains("state_bytes_per_request"));
+  // the 21 above, resolved_kv_cache_dtype, state_bytes_per_request and schema_version
+  EXPECT_EQ(j.size(), 24u);
   EXPECT_EQ(j["cuda_graphs"]["CPU_FLASH"], "never");
   // The request said "auto"; the layers carry what it resolved to, the compute dtype.
   EXPECT_EQ(j["kv_cache_dtype"], "auto");
@@ -316,7 +353,7 @@ TEST_F(Explain, JsonHasTheStableSchema) {
       "index",      "name",         "layer_type", "is_attention",   "kind",  "attn_type",
       "num_heads",  "num_kv_heads", "head_size",  "head_size_v",    "scale", "sliding_window",
       "chunk_size", "soft_cap",     "sinks",      "uses_rope",      "mla",   "backend",
-      "chosen_by",  "requested",    "rejected",   "kv_cache_group", "note"};
+      "chosen_by",  "requested",    "rejected",   "kv_cache_group", "note",  "state"};
   std::set<std::string> keys;
   for (const auto& [k, v] : l0.items()) keys.insert(k);
   EXPECT_EQ(keys, layer_keys);

@@ -56,7 +56,7 @@ TEST(KvCachePlan, GptOss20bAlternatingGroups) {
   ASSERT_EQ(c.groups.size(), 2u);
   EXPECT_EQ(c.num_buffers, 12);
   EXPECT_EQ(c.groups[0].spec.kind, KvCacheKind::kSlidingWindow);
-  EXPECT_EQ(c.groups[1].spec.kind, KvCacheKind::kSinkFullAttention);
+  EXPECT_EQ(c.groups[1].spec.kind, KvCacheKind::kFullAttention);
   for (int j = 0; j < 12; ++j) {
     EXPECT_EQ(c.groups[0].layer_indices[static_cast<size_t>(j)], 2 * j);
     EXPECT_EQ(c.groups[1].layer_indices[static_cast<size_t>(j)], 2 * j + 1);

@@ -63,12 +63,12 @@ inline std::vector<KvCacheSpec> deepseek_v2_lite_specs() {
 }
 
 // gpt-oss-20b: 24 layers, 8 KV heads of 64, layer_types alternate sliding (window 128) /
-// full, every layer has sinks: sliding layers are sliding_window, full ones sink_full.
+// full, every layer has learned sink logits, which do not change the kind.
 inline std::vector<KvCacheSpec> gpt_oss_20b_specs() {
   std::vector<KvCacheSpec> specs;
   for (int i = 0; i < 24; ++i) {
     specs.push_back(i % 2 == 0 ? sliding_window_spec(bf16_heads(8, 64), 128)
-                               : sink_full_attention_spec(bf16_heads(8, 64)));
+                               : full_attention_spec(bf16_heads(8, 64)));
   }
   return specs;
 }

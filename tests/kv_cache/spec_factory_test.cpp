@@ -42,10 +42,10 @@ TEST(KvSpecPageSize, DeepSeekV2LiteMlaLatentIs576Wide) {
   EXPECT_EQ(s.page_size_bytes(), 64u * 1152);  // 73728
 }
 
-TEST(KvSpecPageSize, GptOss20bSlidingAndSinkFull) {
+TEST(KvSpecPageSize, GptOss20bSlidingAndFull) {
   const auto specs = testing::gpt_oss_20b_specs();
   EXPECT_EQ(specs[0].kind, KvCacheKind::kSlidingWindow);
-  EXPECT_EQ(specs[1].kind, KvCacheKind::kSinkFullAttention);
+  EXPECT_EQ(specs[1].kind, KvCacheKind::kFullAttention);
   for (KvCacheSpec s : specs) {
     s.block_size = 16;
     EXPECT_EQ(s.bytes_per_token(), 8u * (64 + 64) * 2);  // 2048
@@ -84,8 +84,24 @@ TEST(KvSpecKinds, SpecForLayerFollowsKindOf) {
   EXPECT_EQ(s, sliding_window_spec(bf16_heads(1, 256), 512));
 
   c.sliding_window.reset();
-  c.has_sinks = true;
+  c.has_sinks = true;  // learned sink logits: the cache of full attention
+  EXPECT_EQ(spec_for_layer(c), full_attention_spec(bf16_heads(1, 256)));
+  c.sink_len = 4;  // static sink tokens: sink_full_attention, carrying its sink_len
   EXPECT_EQ(spec_for_layer(c).kind, KvCacheKind::kSinkFullAttention);
+  EXPECT_EQ(spec_for_layer(c).sink_len, 4);
+  c.sink_len = 0;
+
+  SelectorConfig state;
+  state.state = StateLayerDims{};
+  state.state->type = StateLayerType::kLinearAttention;
+  state.state->num_heads = 4;
+  state.state->head_dim = 32;
+  const KvCacheSpec ss = spec_for_layer(state);
+  EXPECT_EQ(ss.kind, KvCacheKind::kMamba);
+  EXPECT_EQ(ss.bytes_per_token(), 0u);
+  EXPECT_EQ(ss.state_bytes(), 4u * 32 * 32 * 4);  // [4][32][32] float32, no conv state
+  state.state->num_heads = 0;
+  EXPECT_THROW(spec_for_layer(state), Error);
 
   SelectorConfig mla;
   mla.use_mla = true;

@@ -332,8 +332,19 @@ TEST(ModelErrors, MlaAndEncoderDecoderFieldsAreRequired) {
             "Cannot read model config 'inline.json': field 'd_kv' is missing");
 }
 
-TEST(ModelErrors, UnknownModelTypeWithoutStandardFieldsSaysHowItWasRead) {
+TEST(ModelErrors, UnknownModelTypeWithoutAttentionFieldsListsTheFieldsLookedFor) {
   const std::string m = inline_error(R"({"model_type": "rwkv", "hidden_size": 2048})");
+  EXPECT_EQ(m,
+            "Cannot read model config 'inline.json': model_type 'rwkv' is not one attnkit knows, "
+            "and it has none of the attention fields attnkit reads an unknown model by: "
+            "num_attention_heads (plain decoder, with num_hidden_layers, num_key_value_heads, "
+            "head_dim or hidden_size), kv_lora_rank + qk_rope_head_dim (multi-head latent "
+            "attention), or is_encoder_decoder + encoder_layers (encoder-decoder)");
+}
+
+TEST(ModelErrors, UnknownModelTypeWithSomeStandardFieldsSaysHowItWasRead) {
+  const std::string m =
+      inline_error(R"({"model_type": "rwkv", "hidden_size": 2048, "num_attention_heads": 8})");
   EXPECT_NE(m.find("field 'num_hidden_layers' is missing"), std::string::npos) << m;
   EXPECT_NE(m.find("model_type 'rwkv' is not one attnkit knows, so it is read as a plain "
                    "decoder"),

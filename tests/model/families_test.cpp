@@ -189,33 +189,24 @@ TEST(Families, T5NamesHeadSizeDirectlyAndDoesNotScale) {
   EXPECT_EQ(m.max_encoder_len, 512);
 }
 
-TEST(Families, HybridModelsListNonAttentionLayers) {
-  const ModelDescription m = parse_inline(R"({
-    "model_type": "qwen3_next", "num_hidden_layers": 4, "num_attention_heads": 16,
-    "num_key_value_heads": 2, "head_dim": 256,
-    "layer_types": ["linear_attention", "linear_attention", "linear_attention",
-                    "full_attention"]})");
-  ASSERT_EQ(m.layers.size(), 4u);
-  EXPECT_EQ(m.num_attention_layers(), 1);
-  EXPECT_FALSE(m.layers[0].is_attention);
-  EXPECT_EQ(m.layers[0].layer_type, "linear_attention");
-  EXPECT_EQ(describe_kind(m.layers[0]), "no attention (linear_attention)");
-  EXPECT_TRUE(m.layers[3].is_attention);
-  EXPECT_EQ(m.layers[3].head_size, 256);
-  try {
-    selector_config(m.layers[1], DType::kBFloat16, KvCacheDType::kAuto);
-    FAIL() << "a linear-attention layer has no selector config";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("needs no attention backend"), std::string::npos);
-  }
-  EXPECT_THROW(layer_params(m.layers[0], DType::kBFloat16, KvCacheDType::kAuto), Error);
-
+TEST(Families, LayerTypesOfUnknownStateLayersListThemWithoutABackend) {
+  // gpt_oss is not a hybrid family: its config cannot say what a "mamba" layer keeps, so
+  // the layer is listed (indices stay the config's) but needs no backend.
   const ModelDescription with_mamba = parse_inline(R"({
     "model_type": "gpt_oss", "num_hidden_layers": 2, "num_attention_heads": 8, "head_dim": 64,
     "sliding_window": 128, "layer_types": ["mamba", "sliding_attention"]})");
   EXPECT_FALSE(with_mamba.layers[0].is_attention);
+  EXPECT_FALSE(with_mamba.layers[0].needs_backend());
+  EXPECT_EQ(describe_kind(with_mamba.layers[0]), "no attention (mamba)");
   EXPECT_EQ(with_mamba.layers[1].kind, KvCacheKind::kSlidingWindow);
+  try {
+    selector_config(with_mamba.layers[0], DType::kBFloat16, KvCacheDType::kAuto);
+    FAIL() << "a layer without state sizes has no selector config";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("needs no attention backend"), std::string::npos);
+  }
+  EXPECT_THROW(layer_params(with_mamba.layers[0], DType::kBFloat16, KvCacheDType::kAuto), Error);
 }
 
 TEST(Families, UnknownModelTypeIsReadAsPlainDecoderWithAWarning) {

@@ -271,9 +271,10 @@ def real_config(name, layers):
     return transformers.AutoConfig.for_model(model_type, **data)
 
 
-# The full-attention kind of each model, which the swap moves to CUDA_PAGED (the automatic
-# selection puts every layer of these models on CUDA_FLASH).
-FULL_KIND = {"gpt-oss-20b": "sink_full_attention"}
+# The swap moves the full_attention layers to CUDA_PAGED (the automatic selection puts every
+# layer of these models on CUDA_FLASH); gpt-oss's full layers, with learned sink logits, are
+# full_attention too, as in vLLM.
+FULL_KIND = "full_attention"
 
 
 @pytest.mark.gpu
@@ -287,7 +288,7 @@ def test_real_sizes_in_bfloat16_on_cuda(name, swap):
     window = getattr(config, "sliding_window", None)
     lengths = [window + 40 if window else 300, 17, 129, 64]  # a prompt beyond the window
     ids, mask = left_padded_batch(lengths, config.vocab_size, device="cuda")
-    full_kind = FULL_KIND.get(name, "full_attention")
+    full_kind = FULL_KIND
     attention_config = {"backend_per_kind": {full_kind: "CUDA_PAGED"}} if swap else None
     cache = akt.PagedCache(ours, attention_config=attention_config, kv_cache_bytes=2 << 30)
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "attnkit/core/error.h"
@@ -67,7 +68,11 @@ INSTANTIATE_TEST_SUITE_P(
         FamilyCase{"gemma-3-1b-it", {KvCacheKind::kSlidingWindow, KvCacheKind::kFullAttention}},
         FamilyCase{"llama-3.1-8b-instruct", {KvCacheKind::kFullAttention}},
         FamilyCase{"mistral-7b-v0.1", {KvCacheKind::kSlidingWindow}},
-        FamilyCase{"gpt-oss-20b", {KvCacheKind::kSlidingWindow, KvCacheKind::kSinkFullAttention}},
+        FamilyCase{"gpt-oss-20b", {KvCacheKind::kSlidingWindow, KvCacheKind::kFullAttention}},
+        // Hybrids: state layers (GDN, Mamba1) in the same pool, against their dense forms.
+        FamilyCase{"qwen3-next-80b-a3b-thinking",
+                   {KvCacheKind::kMamba, KvCacheKind::kFullAttention}},
+        FamilyCase{"jamba-v0.1", {KvCacheKind::kMamba, KvCacheKind::kFullAttention}},
         FamilyCase{"llama-4-scout-17b-16e",
                    {KvCacheKind::kChunkedLocalAttention, KvCacheKind::kFullAttention}},
         FamilyCase{"deepseek-v2-lite", {KvCacheKind::kMlaAttention}},
@@ -86,6 +91,20 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+TEST(ModelRunner, ABackendPerKindKeyThatMatchesNoLayerIsAWarningOfTheRun) {
+  SmallRun s;
+  s.model = "llama-3.1-8b-instruct";
+  s.attention_config = R"({"backend_per_kind": {"mamba": "MAMBA2"}})";
+  const RunReport r = run_small(s);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0],
+            "backend_per_kind: 'mamba' (-> MAMBA2) matches no layer of this model, so it has no "
+            "effect; the model's kinds are: full_attention");
+  EXPECT_THAT(to_text(r), HasSubstr("warning: backend_per_kind: 'mamba'"));
+  EXPECT_EQ(to_json(r)["warnings"][0], r.warnings[0]);
+  EXPECT_TRUE(r.verify->passed);
+}
 
 TEST(ModelRunner, ComputesPromptPlusOutputMinusOneTokensPerRequest) {
   SmallRun s;

@@ -108,11 +108,11 @@ TEST_F(AttentionConfigTest, BackendPerKindMustBeAnObject) {
             "to backend names, got array [\"full_attention\"]");
 }
 
-TEST_F(AttentionConfigTest, UnknownKindListsAllEightKindsSorted) {
+TEST_F(AttentionConfigTest, UnknownKindListsAllNineKindsSorted) {
   EXPECT_EQ(parse_error(R"({"backend_per_kind": {"full": "REFERENCE"}})"),
             "Unknown KV cache group kind 'full' in backend_per_kind. Valid kinds are: "
             "chunked_local_attention, cross_attention, encoder_only_attention, full_attention, "
-            "mla_attention, sink_full_attention, sliding_window, sliding_window_mla");
+            "mamba, mla_attention, sink_full_attention, sliding_window, sliding_window_mla");
 }
 
 TEST_F(AttentionConfigTest, PerKindBackendMustBeAKnownString) {

@@ -51,7 +51,7 @@ TEST_F(SelectorTest, AutoKeepsEveryRejectedCandidatesReasons) {
   layer.has_sinks = true;
   const auto result = selector().select(layer, cpu());
   EXPECT_EQ(result->backend, "REFERENCE");
-  EXPECT_EQ(result->kind, KvCacheKind::kSinkFullAttention);
+  EXPECT_EQ(result->kind, KvCacheKind::kFullAttention);  // learned sinks keep the kind
   ASSERT_EQ(result->candidates.size(), 2u);
   EXPECT_THAT(result->candidates[0].reasons,
               ElementsAre("head_size 96 not supported (supported: 64, 128, 256)",
@@ -120,7 +120,7 @@ TEST_F(SelectorTest, StrictInvalidChoiceIsAnErrorListingItsReasons) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
     EXPECT_STREQ(e.what(),
                  "Backend CPU_FLASH (chosen by the attention config's 'backend') cannot serve "
-                 "this sink_full_attention layer (decoder head_size=128 bfloat16 kv=auto sinks) "
+                 "this full_attention layer (decoder head_size=128 bfloat16 kv=auto sinks) "
                  "on cpu: attention sinks not supported. Set override_mode to 'prefer' to fall "
                  "back to automatic selection.");
   }
@@ -139,7 +139,7 @@ TEST_F(SelectorTest, PreferInvalidChoiceFallsBackToAutoWithAWarning) {
   EXPECT_FALSE(result->candidates[1].user_choice);
   EXPECT_THAT(result->warnings,
               ElementsAre("Backend CPU_FLASH (chosen by the attention config's 'backend') cannot "
-                          "serve this sink_full_attention layer (decoder head_size=128 bfloat16 "
+                          "serve this full_attention layer (decoder head_size=128 bfloat16 "
                           "kv=auto sinks) on cpu: attention sinks not supported; falling back to "
                           "automatic selection (override_mode 'prefer')"));
 }

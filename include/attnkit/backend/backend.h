@@ -44,6 +44,10 @@ struct ATTNKIT_API AttentionLayerParams {
   float v_scale = 1.0f;
   bool use_mla = false;
   int mla_rope_dim = 0;
+  // A recurrent-state layer: its state sizes (the attention fields above are unused) and
+  // its parameters, packed in the order state_param_layout() gives (backend/state_params.h).
+  std::optional<StateLayerDims> state;
+  std::vector<float> state_params;
   // forward()'s checked mode (backend/forward_check.h); nullopt = the process default
   // (ATTNKIT_CHECKED, else on in debug builds).
   std::optional<bool> checked;

@@ -65,12 +65,16 @@ struct ATTNKIT_API BackendCapabilities {
   bool mla_only = false;  // serves nothing but MLA layers
   bool sliding_window = false;
   bool chunked_local = false;
-  bool sinks = false;
+  bool sinks = false;        // learned per-head sink logits
+  bool sink_tokens = false;  // static sink tokens held in the cache (sink_full_attention)
   bool soft_cap = false;
   bool non_causal = false;  // bidirectional attention (encoder, encoder-only, cross)
   bool batch_invariant = false;
   bool kv_connector = false;
   std::optional<KvLayout> required_layout;  // nullopt = NHD by default, either accepted
+  // Recurrent-state layers (kind mamba) it serves. A backend serves attention layers or
+  // state layers, never both: empty = attention layers only.
+  std::vector<StateLayerType> state_layer_types;
   // What its metadata builder and forward() allow under CUDA graph capture.
   CudaGraphSupport cuda_graphs = CudaGraphSupport::kNever;
 

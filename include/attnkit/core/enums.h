@@ -40,6 +40,20 @@ enum class KvCacheKind {
   kSinkFullAttention,
   kEncoderOnlyAttention,
   kCrossAttention,
+  // Recurrent-state layers of hybrid models (Mamba, gated delta net, short convolution,
+  // linear attention): a fixed-size state per request instead of per-token K/V.
+  kMamba,
+};
+
+// The recurrent-state layer types attnkit knows (core/state_spec.h gives their state).
+enum class StateLayerType {
+  kMamba1,              // selective scan (Jamba, Falcon-Mamba)
+  kMamba2,              // SSD (Bamba, Nemotron-H, Falcon-H1, Granite-4 hybrids)
+  kGatedDeltaNet,       // gated delta rule (Qwen3-Next)
+  kKimiDeltaAttention,  // delta rule with a per-channel gate (Kimi-Linear)
+  kShortConv,           // gated short convolution (LFM2)
+  kLinearAttention,     // decayed linear attention (MiniMax lightning attention)
+  kRgLru,               // real-gated linear recurrent unit (RecurrentGemma)
 };
 
 // NHD: a block is [block_size, num_kv_heads, head_size]; HND: [num_kv_heads, block_size,
@@ -55,6 +69,7 @@ ATTNKIT_API std::string_view to_string(DType v);
 ATTNKIT_API std::string_view to_string(KvCacheDType v);
 ATTNKIT_API std::string_view to_string(AttentionType v);
 ATTNKIT_API std::string_view to_string(KvCacheKind v);
+ATTNKIT_API std::string_view to_string(StateLayerType v);
 ATTNKIT_API std::string_view to_string(KvLayout v);
 ATTNKIT_API std::string_view to_string(PlatformKind v);
 ATTNKIT_API std::string_view to_string(ScalarType v);

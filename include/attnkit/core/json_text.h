@@ -9,6 +9,9 @@
 //   - no NUL byte (text after it would be ignored by tools that read C strings);
 //   - the text is one complete JSON value with nothing after it, numbers fit a double,
 //     strings are valid UTF-8 (nlohmann's own checks).
+// Python's json module writes non-finite floats as the bare words NaN, Infinity and
+// -Infinity, and published config.json files carry them (Nemotron-H's time_step_limit is
+// [0.0, Infinity]); they are read as those float values, as transformers reads them.
 
 #include <cstddef>
 #include <filesystem>

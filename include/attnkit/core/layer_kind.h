@@ -13,11 +13,15 @@ struct ATTNKIT_API LayerKindFacts {
   bool use_mla = false;
   bool sliding_window = false;
   bool chunked = false;
-  bool has_sinks = false;
+  // Static sink tokens held in the cache ahead of every sequence (vLLM's sink_len). Learned
+  // per-head sink logits (gpt-oss) are a softmax term, not cached tokens: they do not
+  // change the kind.
+  bool sink_tokens = false;
 };
 
 // Encoder self-attention -> encoder_only; cross -> cross_attention; else MLA (sliding or
-// not), sliding window, chunked local, sink full, full, in that order.
+// not), sliding window, chunked local, static sink tokens (sink_full_attention), full, in that
+// order.
 ATTNKIT_API KvCacheKind layer_kind(const LayerKindFacts& facts);
 
 }  // namespace attnkit

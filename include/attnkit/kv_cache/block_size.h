@@ -52,5 +52,8 @@ choose_group_block_size(const KvCacheSpec& spec, std::span<const AttentionBacken
 
 // Largest cache block size attnkit plans (bounds the search and page-size unification).
 inline constexpr int kMaxCacheBlockSize = 4096;
+// Largest attention block size planned for a hybrid model, whose attention pages grow to
+// hold a recurrent state (a 56B Mamba2 layer keeps 17 MB per request).
+inline constexpr int kMaxHybridBlockSize = 1 << 16;
 
 }  // namespace attnkit

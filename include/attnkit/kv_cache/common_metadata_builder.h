@@ -23,6 +23,8 @@
 //   causal                 false for encoder-only and cross attention
 //   encoder_seq_lens [B]   cross only (= seq_lens); empty otherwise
 //   block_size             s (kernel units), 0 without cache
+// State groups (kind mamba): block_table row i is the request's one state block,
+// slot_mapping is -1 for every token (the state is updated in place), block_size is 1.
 // Errors (kInvalidArgument) name the request: a table too short for its tokens (forgot
 // allocate_slots), a new token whose block was released, computed tokens in an
 // encoder-only group, a cross request without an encoder length.

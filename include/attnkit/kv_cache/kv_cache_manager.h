@@ -9,7 +9,8 @@
 //   chunked local C: a step needs keys from floor(c/C)*C on, same test;
 // a released entry becomes the null block (BlockPool::kNullBlock), so positions keep their
 // index. Cross-attention groups get ceil(encoder_len/S) blocks once, on the request's first
-// allocation; encoder-only groups hold nothing.
+// allocation; state groups (kind mamba) get one block, holding the request's whole state,
+// on its first allocation and keep it to the end; encoder-only groups hold nothing.
 //
 // Running out of blocks is a status (AllocationStatus), never an exception or a partial
 // allocation: the scheduler preempts a request (free_request) and retries.

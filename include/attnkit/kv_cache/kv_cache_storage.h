@@ -56,6 +56,17 @@ ATTNKIT_API KvCacheTensors make_layer_cache_view(void* base, const KvCacheSpec& 
                                                  KvLayout layout, int kernel_block_size,
                                                  int num_blocks, Device device);
 
+// The view of one state layer's blocks (kind mamba) inside a buffer starting at `base`,
+// block b at byte b * page_bytes:
+//   key   = conv state      [num_blocks, channels, conv_kernel - 1] in the conv dtype
+//           (empty without convolution)
+//   value = recurrent state [num_blocks, recurrent_shape()...] float32, at byte
+//           recurrent_offset() of the block (empty without recurrent state)
+// block_size is 1 (one block per request). page_bytes must be a multiple of both dtypes'
+// sizes.
+ATTNKIT_API KvCacheTensors make_state_cache_view(void* base, const KvCacheSpec& spec,
+                                                 size_t page_bytes, int num_blocks, Device device);
+
 // Owns the cache buffers (move-only; frees them through the allocator).
 class ATTNKIT_API KvCacheStorage {
  public:

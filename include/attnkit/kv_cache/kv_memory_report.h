@@ -9,8 +9,9 @@
 //   chunked local C:         blocks of positions floor(L/C)*C .. L-1
 //   cross:                   blocks of the max_encoder_len encoder positions
 //   encoder-only:            nothing
+//   state (mamba):           one block holding each layer's state, whatever L (no tokens)
 // The full-attention baseline holds every block of positions 0 .. L-1 in every
-// cache-holding layer (cross layers keep their encoder length).
+// cache-holding layer (cross layers keep their encoder length; state layers their state).
 
 #include <cstddef>
 #include <cstdint>
@@ -30,7 +31,8 @@ struct ATTNKIT_API KvGroupMemory {
   size_t bytes_per_token = 0;  // over the group's layers, per held token
   int64_t blocks_held = 0;     // per request at context_len
   int64_t tokens_held = 0;     // blocks_held * block_size
-  size_t bytes_held = 0;       // tokens_held * bytes_per_token
+  size_t bytes_held = 0;       // tokens_held * bytes_per_token (state groups: state_bytes)
+  size_t state_bytes = 0;      // state groups: every layer's state, per request
 };
 
 struct ATTNKIT_API KvMemoryReport {

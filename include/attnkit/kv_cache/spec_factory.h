@@ -9,6 +9,7 @@
 //   MLA: latent_width * dtype bytes, latent_width = kv_lora_rank + rope_dim, one "head",
 //        no separate V (V is the first kv_lora_rank elements of the latent vector)
 //   encoder-only: 0 (no cache at all)
+//   state layers (mamba): 0 per token; StateLayerDims::bytes() per request
 // Page size (one cache block of one layer) = block_size * bytes_per_token.
 
 #include "attnkit/backend/selector_config.h"
@@ -28,8 +29,9 @@ struct ATTNKIT_API KvHeadShape {
 ATTNKIT_API KvCacheSpec full_attention_spec(const KvHeadShape& shape);
 ATTNKIT_API KvCacheSpec sliding_window_spec(const KvHeadShape& shape, int sliding_window);
 ATTNKIT_API KvCacheSpec chunked_local_attention_spec(const KvHeadShape& shape, int chunk_size);
-// Full attention whose softmax has per-head sink logits: the cache is the same as full
-// attention's, but it is a separate kind so a backend can be chosen for it.
+// Full attention over static sink tokens held in the cache ahead of every sequence
+// (vLLM's meaning; the caller sets sink_len). Learned sink logits (gpt-oss) are not this
+// kind: those layers stay full_attention / sliding_window.
 ATTNKIT_API KvCacheSpec sink_full_attention_spec(const KvHeadShape& shape);
 // Cross attention: decoder queries over the encoder's K/V, written once per request and
 // sized by the encoder length (max_encoder_len tokens at most).
@@ -38,6 +40,8 @@ ATTNKIT_API KvCacheSpec cross_attention_spec(const KvHeadShape& shape, int max_e
 ATTNKIT_API KvCacheSpec mla_spec(int kv_lora_rank, int rope_dim, ScalarType dtype);
 ATTNKIT_API KvCacheSpec sliding_window_mla_spec(int kv_lora_rank, int rope_dim, ScalarType dtype,
                                                 int sliding_window);
+// A recurrent-state layer (kind mamba): one request's state per block (core/state_spec.h).
+ATTNKIT_API KvCacheSpec state_spec(const StateLayerDims& dims);
 // Encoder-only (and encoder self-) attention: no cache.
 ATTNKIT_API KvCacheSpec encoder_only_attention_spec();
 

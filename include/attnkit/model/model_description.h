@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/core/platform.h"
+#include "attnkit/core/state_spec.h"
 #include "attnkit/export.h"
 
 namespace attnkit {
@@ -33,9 +35,13 @@ struct ATTNKIT_API LayerSpec {
   // The config's own word for this layer ("full_attention", "sliding_attention",
   // "chunked_attention", "linear_attention", "mamba", ...).
   std::string layer_type;
-  // False for layers that need no attention backend (linear attention, mamba, ...); the
-  // attention fields below are then meaningless.
+  // False for layers that are not softmax attention (recurrent-state layers, and MLP or
+  // MoE blocks that some hybrid configs list as layers); the attention fields below are
+  // then meaningless.
   bool is_attention = true;
+  // Recurrent-state layers (kind kMamba): the state the layer keeps per request. Served
+  // by a state backend, selected like an attention backend.
+  std::optional<StateLayerDims> state;
 
   AttentionType attn_type = AttentionType::kDecoder;
   KvCacheKind kind = KvCacheKind::kFullAttention;  // core/layer_kind.h
@@ -46,12 +52,15 @@ struct ATTNKIT_API LayerSpec {
   float scale = 1.0f;    // softmax scale
   std::optional<int> sliding_window;
   std::optional<int> chunk_size;  // chunked local attention (Llama-4 RoPE layers)
-  bool has_sinks = false;         // learned per-head sink logits (gpt-oss)
+  bool has_sinks = false;         // learned per-head sink logits (gpt-oss); kind unchanged
+  int sink_len = 0;               // static sink tokens held in the cache (sink_full_attention)
   std::optional<float> soft_cap;  // attention logit soft-capping (Gemma-2)
   bool uses_rope = true;          // false for Llama-4's NoPE layers
   std::optional<MlaDims> mla;
 
   bool operator==(const LayerSpec&) const = default;
+  // Attention and state layers are served by a backend; MLP blocks are not.
+  bool needs_backend() const { return is_attention || state.has_value(); }
 };
 
 struct ATTNKIT_API ModelDescription {
@@ -67,10 +76,17 @@ struct ATTNKIT_API ModelDescription {
   std::vector<std::string> warnings;
 
   int num_attention_layers() const;
+  int num_state_layers() const;
 };
 
 // e.g. "sliding_window(512)", "chunked_local_attention(8192)", "full_attention",
-// "mla_attention", or "no attention (mamba)".
+// "mla_attention", "mamba(gated_delta_net)" or "no attention (mlp)".
 ATTNKIT_API std::string describe_kind(const LayerSpec& layer);
+
+// The compute dtype a model runs in (vLLM's "auto" dtype): `requested` when given; else
+// the checkpoint's float16 or bfloat16; a float32 checkpoint (or none) runs in bfloat16
+// where the platform computes in it (CPU, CUDA compute capability 8.0+), else float16.
+ATTNKIT_API DType resolve_model_dtype(std::optional<DType> requested, const ModelDescription& model,
+                                      const Platform& platform);
 
 }  // namespace attnkit

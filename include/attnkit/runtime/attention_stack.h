@@ -97,6 +97,11 @@ class ATTNKIT_API AttentionStack {
   // Replaces a layer's sink logits ([num_heads], e.g. a checkpoint's learned values);
   // Error(kInvalidArgument) for a layer without sinks or a wrong count.
   void set_sinks(int layer_index, std::span<const float> sinks);
+  // Sets a recurrent-state layer's parameters (conv weights, A_log, dt_bias, ...: the
+  // segments of state_param_layout(), backend/state_params.h, in order). Its forward()
+  // refuses to run until they are set; Error(kInvalidArgument) for an attention layer or
+  // a vector of the wrong size, naming the size the layer needs.
+  void set_state_params(int layer_index, std::span<const float> params);
 
   int num_blocks() const;
   int num_free_blocks() const;

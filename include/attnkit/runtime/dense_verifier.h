@@ -10,6 +10,12 @@
 // logits join the softmax denominator. Keys and values that went through the paged cache
 // are rounded to the cache dtype (fp8 with its scale) exactly as the cache stores them.
 // MLA: one latent "head" per token, V = the first head_size_v elements of the latent.
+//
+// State layers (kind mamba): the expected output of a token is the layer's dense form
+// (backend/state_ops.h: the quadratic or from-zero form of the recurrence, in double) over
+// the request's inputs from position 0, regenerated from the generator; no cached state
+// is involved. Outputs of a (layer, request) are kept once computed, and recomputed over
+// a prefix twice as long when a later position is asked for.
 
 #include <map>
 #include <span>
@@ -37,9 +43,17 @@ class ATTNKIT_API DenseVerifier {
   // The expected output of `site` at `layer`: [num_heads * head_size_v], head-major.
   std::vector<float> expected_output(const AttentionLayerParams& layer,
                                      const QuerySite& site) const;
+  // A state layer's expected output at (request, position): [output_width()].
+  std::vector<float> expected_state_output(const AttentionLayerParams& layer, int request,
+                                           int position) const;
 
  private:
+  struct StateOutputs {
+    int num_tokens = 0;
+    std::vector<float> rows;  // [num_tokens][output_width()]
+  };
   const QkvGenerator& gen_;
+  mutable std::map<std::pair<int, int>, StateOutputs> state_outputs_;  // (layer, request)
 };
 
 // max_d |actual - expected| / max_d |expected| over one output row (0 when both are

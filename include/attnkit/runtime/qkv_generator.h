@@ -9,12 +9,14 @@
 // encoder tokens for Q, K and V; cross-attention layers take Q from decoder tokens and
 // K/V from encoder tokens; every other layer uses decoder tokens. MLA layers have one KV
 // "head" whose key row is the latent vector (V is its prefix), so they use kKey only.
+// State layers take one row of input_width() elements per token from kQuery.
 
 #include <cstdint>
 #include <vector>
 
 #include "attnkit/backend/backend.h"
 #include "attnkit/core/enums.h"
+#include "attnkit/core/state_spec.h"
 #include "attnkit/export.h"
 
 namespace attnkit {
@@ -38,6 +40,9 @@ class ATTNKIT_API QkvGenerator {
   // Sink logits of a layer: one per query head, in [0, 2) (in score units, like a
   // checkpoint's learned sinks, large enough to take a visible share of the softmax).
   std::vector<float> sinks(int layer, int num_heads) const;
+  // A state layer's parameters (backend/state_params.h), each segment drawn from its
+  // StateParamInit range, so that the recurrences stay as stable as a trained model's.
+  std::vector<float> state_params(int layer, const StateLayerDims& dims) const;
 
  private:
   uint64_t seed_;

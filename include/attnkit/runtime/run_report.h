@@ -55,7 +55,8 @@ struct ATTNKIT_API RunReport {
   std::string platform;
   std::string dtype;
   std::string kv_cache_dtype;
-  std::vector<std::string> notes;  // e.g. reductions applied, encoder-only one-pass
+  std::vector<std::string> notes;     // e.g. reductions applied, encoder-only one-pass
+  std::vector<std::string> warnings;  // e.g. a backend_per_kind key that matches no layer
   int requests = 0;
   int steps = 0;            // scheduler steps that ran (idle gaps skipped)
   long tokens = 0;          // tokens the model computed (prefill + decode)

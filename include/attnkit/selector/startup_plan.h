@@ -25,8 +25,10 @@ struct ATTNKIT_API LayerPlan {
 };
 
 struct ATTNKIT_API StartupPlan {
-  std::vector<LayerPlan> layers;  // attention layers only, in model order
+  std::vector<LayerPlan> layers;  // layers served by a backend (attention, state), in order
   KvCacheConfig kv_cache;
+  // Things a user should know, e.g. a backend_per_kind key that matches no layer.
+  std::vector<std::string> warnings;
 };
 
 struct ATTNKIT_API StartupRequest {
@@ -40,7 +42,13 @@ struct ATTNKIT_API StartupRequest {
 // layer: "Layer N (name, kind): <the selector's message>"; a planning error is
 // plan_kv_cache()'s (which names the layer too). A selected
 // backend that cannot run here (not built into this binary) is kept: its selection says
-// so (runnable, binary_reason) and the caller decides.
+// so (runnable, binary_reason) and the caller decides. A backend_per_kind key whose kind
+// no layer has is not an error (one attention config may serve many models) but a
+// warning naming the kinds the model has.
+// One warning per backend_per_kind key of `config` that no layer of `plan` has.
+ATTNKIT_API std::vector<std::string> unmatched_kind_warnings(const AttentionConfig& config,
+                                                             const StartupPlan& plan);
+
 ATTNKIT_API StartupPlan plan_startup(const ModelDescription& model, const StartupRequest& request,
                                      const Platform& platform, const Selector& selector);
 
