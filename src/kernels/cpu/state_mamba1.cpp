@@ -103,9 +103,30 @@ void mamba1_dense(const Mamba1Params& p, int num_tokens, const float* x, const f
   std::vector<double> xc(int64_t{T} * D), proj(int64_t{T} * P), dt(int64_t{T} * D);
   detail::conv_sequence(D, p.conv_kernel, p.conv_weight, p.conv_bias, T, x, xc.data());
   for (double& v : xc) v = silu(v);
+  // The projections, written apart from the recurrent path's project_x / time_steps.
+  auto rms = [&](double* v, int n, const float* weight) {
+    double mean_sq = 0.0;
+    for (int i = 0; i < n; ++i) mean_sq += v[i] * v[i] / n;
+    const double root = std::sqrt(mean_sq + p.inner_rms_eps);
+    for (int i = 0; i < n; ++i) v[i] = v[i] / root * (weight != nullptr ? weight[i] : 1.0f);
+  };
   for (int t = 0; t < T; ++t) {
-    project_x(p, xc.data() + int64_t{t} * D, proj.data() + int64_t{t} * P);
-    time_steps(p, proj.data() + int64_t{t} * P, dt.data() + int64_t{t} * D);
+    double* pr = proj.data() + int64_t{t} * P;
+    for (int r = 0; r < P; ++r) pr[r] = 0.0;
+    for (int d = 0; d < D; ++d) {
+      for (int r = 0; r < P; ++r)
+        pr[r] += p.x_proj_weight[int64_t{r} * D + d] * xc[int64_t{t} * D + d];
+    }
+    if (p.inner_rms_norm) {
+      rms(pr, R, p.dt_norm_weight);
+      rms(pr + R, N, p.b_norm_weight);
+      rms(pr + R + N, N, p.c_norm_weight);
+    }
+    for (int d = 0; d < D; ++d) {
+      double pre = p.dt_proj_bias[d];
+      for (int r = 0; r < R; ++r) pre += p.dt_proj_weight[int64_t{d} * R + r] * pr[r];
+      dt[int64_t{t} * D + d] = softplus(pre);
+    }
   }
   auto at = [&](const std::vector<double>& v, int t, int i, int w) {
     return v[int64_t{t} * w + i];

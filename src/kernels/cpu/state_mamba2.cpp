@@ -105,7 +105,8 @@ void mamba2_dense(const Mamba2Params& p, int num_tokens, const float* xbc, const
     const int g = h / m.heads_per_group;
     double run = 0.0;
     for (int t = 0; t < T; ++t) {
-      dts[t] = time_step(p, h, dt[int64_t{t} * m.H + h]);
+      const double raw = detail::softplus(double{dt[int64_t{t} * m.H + h]} + p.dt_bias[h]);
+      dts[t] = std::min(std::max(raw, double{p.dt_min}), double{p.dt_max});
       run += dts[t] * A;
       cum[t] = run;
     }

@@ -83,13 +83,25 @@ void rg_lru(const RgLruParams& p, int num_tokens, int64_t start_position, const 
 // with m_0 = 1 (position 0's a never multiplies anything).
 void rg_lru_dense(const RgLruParams& p, int num_tokens, const float* x, float* out,
                   float* final_conv_state, float* final_recurrent_state) {
-  const int W = p.width, T = num_tokens;
+  const int W = p.width, T = num_tokens, bw = p.width / p.num_blocks;
   std::vector<double> xc(int64_t{T} * W), log_a(int64_t{T} * W), u(int64_t{T} * W), cum(T);
   std::vector<double> gate_x(W), gate_a(W);
   detail::conv_sequence(W, p.conv_kernel, p.conv_weight, p.conv_bias, T, x, xc.data());
   for (int t = 0; t < T; ++t) {
     const int64_t row = int64_t{t} * W;
-    gates(p, xc.data() + row, gate_x.data(), gate_a.data());
+    // The gates, written apart from the recurrent path's gates(): out w = blk * bw + j.
+    for (int w = 0; w < W; ++w) {
+      const int blk = w / bw, j = w % bw;
+      double sx = p.input_gate_bias[w], sa = p.a_gate_bias[w];
+      for (int i = 0; i < bw; ++i) {
+        const double in = xc[row + int64_t{blk} * bw + i];
+        const int64_t at = (int64_t{blk} * bw + i) * bw + j;  // [blk][i (in)][j (out)]
+        sx += in * p.input_gate_weight[at];
+        sa += in * p.a_gate_weight[at];
+      }
+      gate_x[w] = 1.0 / (1.0 + std::exp(-sx));
+      gate_a[w] = 1.0 / (1.0 + std::exp(-sa));
+    }
     for (int w = 0; w < W; ++w) {
       log_a[row + w] = -8.0 * gate_a[w] * detail::softplus(p.a_param[w]);
       const double m = t == 0 ? 1.0 : std::sqrt(1.0 - std::exp(2.0 * log_a[row + w]));
