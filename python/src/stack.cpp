@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "attnkit/backend/state_params.h"
 #include "attnkit/core/error.h"
 #include "attnkit/runtime/attention_stack.h"
 #include "attnkit/selector/attention_config.h"
@@ -133,6 +134,24 @@ nb::dict layer_dict(const StackLayer& layer) {
   d["use_mla"] = layer.params.use_mla;
   d["dtype"] = std::string(to_string(layer.params.dtype));
   d["kv_cache_dtype"] = std::string(to_string(layer.params.kv_cache_dtype));
+  // A recurrent-state layer: its type, row widths and parameter segments (name, count),
+  // in the order set_state_params() takes them; None for attention layers.
+  if (const std::optional<StateLayerDims>& state = layer.params.state) {
+    nb::dict s;
+    s["type"] = std::string(to_string(state->type));
+    s["input_width"] = state->input_width();
+    s["output_width"] = state->output_width();
+    nb::list segments;
+    for (const StateParamSegment& seg : state_param_layout(*state)) {
+      segments.append(nb::make_tuple(std::string(seg.name), seg.count));
+    }
+    s["param_segments"] = segments;
+    s["num_params"] = state_param_count(*state);
+    s["has_params"] = !layer.params.state_params.empty();
+    d["state"] = s;
+  } else {
+    d["state"] = nb::none();
+  }
   return d;
 }
 

@@ -198,8 +198,10 @@ class StateRun {
         const int q = m.query_start_loc[k + 1] - m.query_start_loc[k];
         for (int t = 0; t < q; ++t, ++row) {
           for (int x = 0; x < in_w; ++x) {
-            store_from_float(in.data(), type, int64_t{row} * in_w + x,
-                             inputs_[i][static_cast<size_t>((done[i] + t) * in_w + x)]);
+            store_from_float(
+                in.data(), type, int64_t{row} * in_w + x,
+                inputs_[i][static_cast<size_t>(done[i] + t) * static_cast<size_t>(in_w) +
+                           static_cast<size_t>(x)]);
           }
         }
       }

@@ -30,6 +30,7 @@ std::vector<std::string> unmatched_kind_warnings(const AttentionConfig& config,
   std::sort(present.begin(), present.end(),
             [](KvCacheKind a, KvCacheKind b) { return to_string(a) < to_string(b); });
   std::vector<std::string> names;
+  names.reserve(present.size());
   for (KvCacheKind k : present) names.emplace_back(to_string(k));
   std::vector<std::string> warnings;
   for (const auto& [kind, backend] : config.backend_per_kind) {

@@ -300,3 +300,58 @@ def test_cupy_jax_and_torch_arrays_on_cuda_give_the_same_output():
             np.testing.assert_allclose(out[start:start + n], expected, atol=5e-3, rtol=0,
                                        err_msg=f"step {step} request {rid}")
             start += n
+
+
+HYBRID = {
+    "model_type": "qwen3_next", "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 32, "full_attention_interval": 4,
+    "linear_num_key_heads": 2, "linear_key_head_dim": 16, "linear_num_value_heads": 4,
+    "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4,
+}
+
+
+def test_state_layers_take_their_parameters_and_keep_their_state_across_steps():
+    stack = attnkit.AttentionStack(HYBRID, dtype="float32", kv_cache_bytes=16 << 20)
+    layers = stack.layers()
+    assert [l["kind"] for l in layers] == ["mamba"] * 3 + ["full_attention"]
+    assert [l["backend"] for l in layers] == ["GDN_ATTN"] * 3 + ["CPU_FLASH"]
+    state = layers[0]["state"]
+    assert state["type"] == "gated_delta_net" and not state["has_params"]
+    assert layers[3]["state"] is None
+    # conv over q, k (2 x 16 each) and v (4 x 8); then a and b per value head
+    assert state["input_width"] == 2 * 2 * 16 + 4 * 8 + 2 * 4
+    assert [name for name, _ in state["param_segments"]] == ["conv_weight", "a_log", "dt_bias"]
+    rng = np.random.default_rng(3)
+    conv = rng.uniform(-0.5, 0.5, 96 * 4)
+    params = np.concatenate([conv, np.log(rng.uniform(1, 16, 4)), rng.uniform(-5, -2, 4)])
+    assert params.size == state["num_params"]
+    stack.set_state_params(0, params.astype(np.float32))
+    stack.add_request(1)
+    x = rng.uniform(-1, 1, (5, state["input_width"])).astype(np.float32)
+    whole = np.full((5, state["output_width"]), np.nan, dtype=np.float32)
+    stack.plan_step([(1, 0, 5)])
+    stack.forward(0, x, None, None, whole)
+    # The same sequence as a prefill of 2 and three decodes, continuing from the state.
+    stack.add_request(2)
+    parts = []
+    for start, n in [(0, 2), (2, 1), (3, 1), (4, 1)]:
+        out = np.full((n, state["output_width"]), np.nan, dtype=np.float32)
+        stack.plan_step([(2, start, n)])
+        stack.forward(0, x[start:start + n], None, None, out)
+        parts.append(out)
+    np.testing.assert_array_equal(np.concatenate(parts), whole)
+    assert np.isfinite(whole).all() and np.abs(whole).max() > 0
+
+
+def test_state_parameter_errors_name_the_layer_and_the_size():
+    stack = attnkit.AttentionStack(HYBRID, dtype="float32", kv_cache_bytes=16 << 20)
+    with pytest.raises(ValueError, match=r"3 parameter values given, but gated_delta_net"):
+        stack.set_state_params(1, np.zeros(3, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"layer 3 \(layers.3.self_attn\) is an attention layer"):
+        stack.set_state_params(3, np.zeros(3, dtype=np.float32))
+    stack.add_request(1)
+    stack.plan_step([(1, 0, 1)])
+    x = np.zeros((1, stack.layers()[1]["state"]["input_width"]), dtype=np.float32)
+    out = np.zeros((1, stack.layers()[1]["state"]["output_width"]), dtype=np.float32)
+    with pytest.raises(ValueError, match=r"GDN_ATTN \(layer 1\): the layer has no parameters"):
+        stack.forward(1, x, None, None, out)
