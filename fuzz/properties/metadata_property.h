@@ -4,7 +4,8 @@
 // and batch (computed/new tokens, encoder lengths, block tables with any ids, including
 // ones no pool handed out). build_common_metadata() must throw attnkit::Error, or return
 // metadata whose documented layout holds: offsets, lengths, the padded table, one real
-// slot per new decoder token, every slot inside a block of the batch's tables.
+// slot per new decoder token, every slot inside a block of the batch's tables; for a
+// state (mamba) group, the request's one state block as its row and no per-token slot.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +44,17 @@ inline void check_metadata(const uint8_t* data, size_t size) {
   group.spec.head_size = 8;
   group.spec.head_size_v = group.spec.kind == KvCacheKind::kMlaAttention ? 0 : 8;
   group.spec.sliding_window = group.spec.kind == KvCacheKind::kSlidingWindow ? 1 + in.u8() : 0;
+  if (group.spec.is_state() && (in.u8() & 1) != 0) {
+    // Half the state groups carry dimensions; the other half must be refused.
+    StateLayerDims dims;
+    dims.type = StateLayerType::kMamba2;
+    dims.num_heads = 1 + in.u8() % 4;
+    dims.head_dim = 8;
+    dims.n_groups = 1;
+    dims.state_size = 16;
+    dims.conv_kernel = 4;
+    group.spec.state = dims;
+  }
   group.layer_indices = {0};
 
   const int num_reqs = in.u8() % 9;
@@ -74,6 +86,19 @@ inline void check_metadata(const uint8_t* data, size_t size) {
   }
   ATTNKIT_PROPERTY(m.query_start_loc[reqs] == m.num_actual_tokens);
   ATTNKIT_PROPERTY(m.block_table.size() == reqs * static_cast<size_t>(m.max_blocks_per_req));
+  if (group.spec.is_state()) {
+    // A state group is accepted only with dimensions; each request's row is its one state
+    // block, and no token writes a slot (the state is updated in place).
+    ATTNKIT_PROPERTY(group.spec.state.has_value());
+    ATTNKIT_PROPERTY(m.max_blocks_per_req == (num_reqs > 0 ? 1 : 0));
+    for (size_t i = 0; i < reqs; ++i) {
+      ATTNKIT_PROPERTY(m.block_table[i] == batch[i].block_table[0]);
+      ATTNKIT_PROPERTY(m.block_table[i] > m.null_block_id);
+    }
+    ATTNKIT_PROPERTY(m.slot_mapping.size() == static_cast<size_t>(m.num_actual_tokens));
+    for (int64_t slot : m.slot_mapping) ATTNKIT_PROPERTY(slot == -1);
+    return;
+  }
   const bool decoder_kind = group.spec.kind != KvCacheKind::kEncoderOnlyAttention &&
                             group.spec.kind != KvCacheKind::kCrossAttention;
   if (decoder_kind) {

@@ -60,6 +60,12 @@ CommonAttentionMetadata build_common_metadata(const KvCacheGroup& group,
   const KvCacheKind kind = group.spec.kind;
   const bool cross = kind == KvCacheKind::kCrossAttention;
   const bool cached = group.has_cache();
+  if (group.spec.is_state() && !group.spec.state) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("group {} is a mamba (state) group without state dimensions: its "
+                            "spec must carry the layer's StateLayerDims",
+                            group.group_id));
+  }
   CommonAttentionMetadata m;
   m.num_reqs = static_cast<int>(batch.size());
   m.causal = cached && !cross;
