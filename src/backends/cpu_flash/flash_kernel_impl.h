@@ -181,8 +181,8 @@ class ItemKernel {
         kr = kbase + row * p_.k_token_stride * esize;
         vr = vbase + row * p_.v_token_stride * esize;
       }
-      for (int64_t b = 0; b < k_bytes; b += 64) __builtin_prefetch(kr + b);
-      for (int64_t b = 0; b < v_bytes; b += 64) __builtin_prefetch(vr + b);
+      for (int64_t b = 0; b < k_bytes; b += 64) __builtin_prefetch(kr + b, 0, 2);
+      for (int64_t b = 0; b < v_bytes; b += 64) __builtin_prefetch(vr + b, 0, 2);
     }
   }
 
@@ -247,6 +247,14 @@ class ItemKernel {
         for (int rr = 0; rr < nr; ++rr) softmax_row(r0 + rr, s[rr], kt, n, k_begin, k_end);
       }
     } else {
+      if constexpr (L == 8 && !std::is_same_v<Kv, attnkit::cpu::KvF32>) {
+        if (rows <= 8) {  // decode-sized: widen K in registers, no converted tile
+          for (int r0 = 0; r0 < rows; r0 += 4) {
+            qk_direct(r0, std::min(4, rows - r0), kt, n, k_begin, k_end);
+          }
+          return;
+        }
+      }
       const float* krow[L];
       for (int j = 0; j < n; ++j) {
         if constexpr (std::is_same_v<Kv, attnkit::cpu::KvF32>) {
@@ -275,6 +283,42 @@ class ItemKernel {
         }
         softmax_row(r, Ops::reduce_lanes(acc), kt, n, k_begin, k_end);
       }
+    }
+  }
+
+  // Scores of rows r0 .. r0+rows-1 (rows <= 4) against the n keys of the tile, the keys
+  // widened from the cache in registers: blocks of 4 rows x 2 keys (8 accumulators, 2 key
+  // vectors and a query vector within AVX2's 16 registers), each block folded by one
+  // transpose-add tree. Without a converted tile no K row is stored and reloaded, and both
+  // keys' first cache lines are requested together.
+  void qk_direct(int r0, int rows, int kt, int n, int k_begin, int k_end) {
+    alignas(64) float sc[4][L] = {};
+    for (int j0 = 0; j0 < n; j0 += 2) {
+      const Storage* ka = kp_[j0];
+      const Storage* kb = j0 + 1 < n ? kp_[j0 + 1] : kp_[j0];
+      V acc[8];
+      for (V& a : acc) a = Ops::zero();
+      for (int c = 0; c < d_; c += L) {
+        const V a = Ops::load_f32(Kv{}, ka + c);
+        const V b = Ops::load_f32(Kv{}, kb + c);
+#pragma GCC unroll 4
+        for (int rr = 0; rr < 4; ++rr) {
+          if (rr < rows) {
+            const V qv = Ops::load(q_ + int64_t{r0 + rr} * d_ + c);
+            acc[2 * rr] = Ops::fmadd(qv, a, acc[2 * rr]);
+            acc[2 * rr + 1] = Ops::fmadd(qv, b, acc[2 * rr + 1]);
+          }
+        }
+      }
+      alignas(32) float folded[L];
+      Ops::store(folded, Ops::reduce_lanes(acc));  // lane 2r + k: row r, key j0 + k
+      for (int rr = 0; rr < rows; ++rr) {
+        sc[rr][j0] = folded[2 * rr];
+        if (j0 + 1 < n) sc[rr][j0 + 1] = folded[2 * rr + 1];
+      }
+    }
+    for (int rr = 0; rr < rows; ++rr) {
+      softmax_row(r0 + rr, Ops::load(sc[rr]), kt, n, k_begin, k_end);
     }
   }
 
@@ -512,6 +556,13 @@ class ItemKernel {
     for (int r0 = 0; r0 < rows; r0 += 4) {
       const int nr = std::min(4, rows - r0);
       int c0 = 0;
+      if constexpr (Ops::kValueBlock == 2) {
+        // 4 rows x 2 vectors: 8 accumulators, 2 value vectors and a broadcast fit AVX2's
+        // 16 registers (4 x 4 would spill the accumulators on every key).
+        for (; c0 + 2 <= vecs; c0 += 2) update_block<2, kFromTile>(r0, nr, c0, n);
+        if (c0 < vecs) update_block<1, kFromTile>(r0, nr, c0, n);
+        continue;
+      }
       for (; c0 + 4 <= vecs; c0 += 4) update_block<4, kFromTile>(r0, nr, c0, n);
       switch (vecs - c0) {
         case 3:

@@ -13,6 +13,8 @@ struct Ops {
   using V = __m256;
   using BV = __m256i;
   static constexpr int kLanes = 8;
+  // Value vectors per register block of the P.V update (4 rows each).
+  static constexpr int kValueBlock = 2;
   static constexpr bool kHasBf16Dot = false;
 
   static V zero() { return _mm256_setzero_ps(); }

@@ -13,6 +13,8 @@ struct Ops {
   using V = __m512;
   using BV = __m512i;  // 32 bf16 values, consumed in pairs by dot_bf16
   static constexpr int kLanes = 16;
+  // Value vectors per register block of the P.V update (4 rows each).
+  static constexpr int kValueBlock = 4;
   static constexpr bool kHasBf16Dot = true;
 
   static V zero() { return _mm512_setzero_ps(); }

@@ -17,6 +17,8 @@ struct Ops {
   };
   using BV = int;
   static constexpr int kLanes = 8;
+  // Value vectors per register block of the P.V update (4 rows each).
+  static constexpr int kValueBlock = 4;
   static constexpr bool kHasBf16Dot = false;
 
   template <class F>
