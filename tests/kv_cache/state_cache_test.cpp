@@ -148,6 +148,21 @@ TEST(StateCacheMetadata, OneStateBlockPerRequestAndNoSlots) {
               std::string::npos)
         << e.what();
   }
+  // A mamba group whose spec lost its state dimensions is refused, whatever its tables.
+  KvCacheGroup no_dims = g;
+  no_dims.spec.state.reset();
+  const std::vector<int32_t> table = {kv.block_table(1, 0)[0]};
+  const std::vector<ScheduledRequest> one = {{0, 2, table, 0, false}};
+  try {
+    build_common_metadata(no_dims, one);
+    FAIL() << "a state group without dimensions was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("group 0 is a mamba (state) group without state "
+                                         "dimensions"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(StateCacheStorage, ViewsPutTheConvStateFirstAndTheAlignedRecurrentStateAfter) {
