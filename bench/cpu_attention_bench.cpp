@@ -48,9 +48,11 @@ std::vector<Case> issue_shapes() {
   auto decode = [](const char* name, int h, int kv, int d, int b, int ctx) {
     return BenchShape::uniform(name, h, kv, d, b, ctx, 1);
   };
+  cases.push_back({decode("decode 32/8 d128 b1 ctx4096", 32, 8, 128, 1, 4096), {}});
   cases.push_back({decode("decode 32/8 d128 b1 ctx16384", 32, 8, 128, 1, 16384), {}});
   cases.push_back(
       {decode("decode 32/8 d128 b8 ctx4096", 32, 8, 128, 8, 4096), {Target::kReadBandwidth, 0.70}});
+  cases.push_back({decode("decode 32/8 d128 b8 ctx16384", 32, 8, 128, 8, 16384), {}});
   cases.push_back({decode("decode 32/8 d128 b32 ctx1024", 32, 8, 128, 32, 1024), {}});
   cases.push_back({decode("decode gemma3-1b 4/1 d256 b8 ctx4096", 4, 1, 256, 8, 4096),
                    {Target::kReadBandwidth, 0.70}});
