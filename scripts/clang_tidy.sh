@@ -64,8 +64,10 @@ elapsed=$((SECONDS - start))
 # wall time here also counts waiting for other processes on a busy machine.
 cpu=$(cat "$logs"/*.status | awk '{s += $3} END {printf "%d", s}')
 echo "slowest files (wall s, cpu s):"
-sort -k3 -rn "$logs"/*.status | head -8 |
-  awk -v r="$root/" '{sub(r, "", $4); printf "  %7.1f %7.1f %s\n", $2, $3, $4}'
+# awk reads all of sort's output (head would exit early and sort die of SIGPIPE under
+# pipefail once its output outgrows one write).
+sort -k3 -rn "$logs"/*.status |
+  awk -v r="$root/" 'NR <= 8 {sub(r, "", $4); printf "  %7.1f %7.1f %s\n", $2, $3, $4}'
 echo "clang-tidy: ${elapsed} s wall, ${cpu} s CPU in all (about $((cpu / jobs)) s wall on $jobs idle cores)"
 if [ -n "$findings" ] || [ -n "$failed" ]; then
   [ -n "$findings" ] && echo "$findings"
