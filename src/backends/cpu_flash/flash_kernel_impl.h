@@ -302,9 +302,9 @@ class ItemKernel {
         const V a = Ops::load_f32(Kv{}, ka + c);
         const V b = Ops::load_f32(Kv{}, kb + c);
 #pragma GCC unroll 4
-        for (int rr = 0; rr < 4; ++rr) {
+        for (int64_t rr = 0; rr < 4; ++rr) {
           if (rr < rows) {
-            const V qv = Ops::load(q_ + int64_t{r0 + rr} * d_ + c);
+            const V qv = Ops::load(q_ + (r0 + rr) * d_ + c);
             acc[2 * rr] = Ops::fmadd(qv, a, acc[2 * rr]);
             acc[2 * rr + 1] = Ops::fmadd(qv, b, acc[2 * rr + 1]);
           }
@@ -312,7 +312,7 @@ class ItemKernel {
       }
       alignas(32) float folded[L];
       Ops::store(folded, Ops::reduce_lanes(acc));  // lane 2r + k: row r, key j0 + k
-      for (int rr = 0; rr < rows; ++rr) {
+      for (int64_t rr = 0; rr < rows; ++rr) {
         sc[rr][j0] = folded[2 * rr];
         if (j0 + 1 < n) sc[rr][j0 + 1] = folded[2 * rr + 1];
       }
