@@ -169,6 +169,17 @@ def cpu_signature():
     return hashlib.sha256("\n".join(sorted(set(keep))).encode()).hexdigest()[:16]
 
 
+def cpu_model():
+    """The CPU's model name from /proc/cpuinfo ('?' where it cannot be read)."""
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
 def cmake_options(ggml_dir):
     return [
         "-DCMAKE_BUILD_TYPE=Release",
@@ -325,17 +336,19 @@ def run_attnkit(bench, shape, args):
 
 def side_by_side(binary, shapes, args):
     """attnkit / ggml per shape, the two alternating, medians over --rounds rounds."""
-    print("\n| shape | unit | attnkit CPU_FLASH (bf16) | % of ceiling | ggml f16 | ggml bf16 "
-          "| attnkit / best ggml |\n|---|---|---|---|---|---|---|", flush=True)
+    print("\n| shape | unit | attnkit CPU_FLASH (bf16) | attnkit ISA | % of ceiling | ggml f16 "
+          "| ggml bf16 | attnkit / best ggml |\n|---|---|---|---|---|---|---|---|", flush=True)
     failed = 0
     for shape in shapes:
         ours, ceilings, theirs = [], [], {t: [] for t in args.kv_types}
+        isa = "?"
         for _ in range(args.rounds):
             a = run_attnkit(args.attnkit, shape, args)
             if a is None:
                 failed += 1
                 break
             ours.append(a[0])
+            isa = a[3]
             ceilings.append(a[1] if shape.query_len == 1 else a[2])
             for kv_type in args.kv_types:
                 r = run_shape(binary, shape, kv_type, args)
@@ -354,7 +367,7 @@ def side_by_side(binary, shapes, args):
         best = max(peer.values()) if peer else float("nan")
         cell = {t: f"{peer[t]:.2f}" if t in peer else "-" for t in KV_TYPES}
         unit = "KV GB/s" if shape.query_len == 1 else "GFLOP/s"
-        print(f"| {shape.name} | {unit} | {mine:.2f} | {100 * mine / ceiling:.0f}% | "
+        print(f"| {shape.name} | {unit} | {mine:.2f} | {isa} | {100 * mine / ceiling:.0f}% | "
               f"{cell['f16']} | {cell['bf16']} | {mine / best:.2f} |", flush=True)
     return failed
 
@@ -384,6 +397,8 @@ def main():
         if not args.attnkit.is_file():
             log(f"error: --attnkit {args.attnkit}: no such file")
             return 2
+        log(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; {args.threads} threads both",
+            file=info)
         log(f"attnkit: {args.attnkit}; {args.rounds} rounds per shape, attnkit then ggml "
             f"({' '.join(args.kv_types)}) in each; rates are medians over the rounds; "
             "% of ceiling: read bandwidth (decode) or fp32 FMA (prefill), measured by "

@@ -556,14 +556,10 @@ class ItemKernel {
     for (int r0 = 0; r0 < rows; r0 += 4) {
       const int nr = std::min(4, rows - r0);
       int c0 = 0;
-      if constexpr (Ops::kValueBlock == 2) {
-        // 4 rows x 2 vectors: 8 accumulators, 2 value vectors and a broadcast fit AVX2's
-        // 16 registers (4 x 4 would spill the accumulators on every key).
-        for (; c0 + 2 <= vecs; c0 += 2) update_block<2, kFromTile>(r0, nr, c0, n);
-        if (c0 < vecs) update_block<1, kFromTile>(r0, nr, c0, n);
-        continue;
-      }
-      for (; c0 + 4 <= vecs; c0 += 4) update_block<4, kFromTile>(r0, nr, c0, n);
+      // Blocks of 4 rows x Ops::kValueBlock vectors (AVX2: 4 x 2, so 8 accumulators, the
+      // value vectors and a broadcast fit its 16 registers), then the remainder.
+      constexpr int kBlock = Ops::kValueBlock;
+      for (; c0 + kBlock <= vecs; c0 += kBlock) update_block<kBlock, kFromTile>(r0, nr, c0, n);
       switch (vecs - c0) {
         case 3:
           update_block<3, kFromTile>(r0, nr, c0, n);
