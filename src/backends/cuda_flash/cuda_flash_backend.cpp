@@ -15,29 +15,35 @@ namespace {
 const BackendCapabilities& flash_capabilities() {
   static const BackendCapabilities caps = [] {
     BackendCapabilities c = cuda::planned_cuda_capabilities();
-    c.kv_cache_dtypes = {KvCacheDType::kFloat16, KvCacheDType::kBFloat16};
+    c.kv_cache_dtypes = {KvCacheDType::kFloat16, KvCacheDType::kBFloat16, KvCacheDType::kFp8E4M3,
+                         KvCacheDType::kFp8E5M2};
     c.head_sizes = SizeRule::list({cuda::kFlashHeadSizes.begin(), cuda::kFlashHeadSizes.end()});
     return c;
   }();
   return caps;
 }
 
-// CUDA_FLASH reads K/V straight into the tensor cores, so the cache must hold the compute
-// dtype: a reason when `kv_cache_dtype` resolves to anything else, else empty.
+// CUDA_FLASH feeds a 16-bit cache straight to the tensor cores, so it must hold the compute
+// dtype; an fp8 cache is converted to the compute dtype after each tile load. A reason when
+// `kv_cache_dtype` is a 16-bit type other than the compute dtype, else empty.
 std::string flash_kv_dtype_reason(DType dtype, KvCacheDType kv_cache_dtype) {
-  if (scalar_type_of(kv_cache_dtype, dtype) == scalar_type_of(dtype)) return {};
+  if (is_fp8(kv_cache_dtype) || scalar_type_of(kv_cache_dtype, dtype) == scalar_type_of(dtype)) {
+    return {};
+  }
   return "kv_cache_dtype " + std::string(to_string(kv_cache_dtype)) + " differs from dtype " +
          std::string(to_string(dtype)) +
-         " (CUDA_FLASH feeds the cache to the tensor cores: supported: auto or the compute "
-         "dtype)";
+         " (CUDA_FLASH feeds a 16-bit cache to the tensor cores: supported: auto, the compute "
+         "dtype, fp8_e4m3, fp8_e5m2)";
 }
 
 cuda::PlanShape flash_plan_shape(const AttentionLayerParams& layer, int num_sms) {
 #if ATTNKIT_HAS_CUDA
-  const cuda::KernelGeometry geometry = cuda::flash_geometry(layer.head_size);
+  const cuda::KernelGeometry geometry =
+      cuda::flash_geometry(layer.head_size, is_fp8(layer.kv_cache_dtype));
 #else
   // Same numbers as the kernels' configurations (flash_launch.cuh), so that plans made
-  // without CUDA (planning tests) match the GPU build.
+  // without CUDA (planning tests) match the GPU build (where fp8 caches also take these
+  // large-row tiles).
   const cuda::KernelGeometry geometry{16, layer.head_size == 256 ? 64 : 128, 64,
                                       layer.head_size == 64 ? 4 : 2};
 #endif
@@ -70,7 +76,8 @@ class CudaFlashBackend final : public AttentionBackend {
   std::string_view name() const override { return kFlashKernels.backend_name; }
   std::string_view description() const override {
     return "tensor-core (mma.sync) flash attention over the paged KV cache: prefill, "
-           "split-KV decode with GQA heads packed into M, mixed batches";
+           "split-KV decode with GQA heads packed into M, mixed batches; fp8 caches converted "
+           "after each tile load";
   }
   const BackendCapabilities& capabilities() const override { return flash_capabilities(); }
   std::unique_ptr<MetadataBuilder> make_builder(const KvCacheSpec& /*spec*/,

@@ -6,12 +6,14 @@
 
 namespace attnkit::cuda {
 
-KernelGeometry flash_geometry(int head_size) {
+KernelGeometry flash_geometry(int head_size, bool fp8_cache) {
   int large_rows = head_size == 64    ? FlashLargeConfig<64>::type::kRows
                    : head_size == 256 ? FlashLargeConfig<256>::type::kRows
                                       : FlashLargeConfig<128>::type::kRows;
 #if ATTNKIT_CUDA_SM90A
-  if (flash_wgmma_enabled()) large_rows = kFlashWgmmaRows;
+  if (!fp8_cache && flash_wgmma_enabled()) large_rows = kFlashWgmmaRows;
+#else
+  (void)fp8_cache;
 #endif
   const int small_ctas = head_size == 64    ? FlashSmallConfig<64>::type::kMinCtas
                          : head_size == 256 ? FlashSmallConfig<256>::type::kMinCtas
@@ -37,9 +39,11 @@ void launch_flash_attention(const PagedAttentionParams& p, const DevicePlan& pla
     throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: dtype " + std::string(to_string(p.q_dtype)) +
                                              " not supported (supported: float16, bfloat16)");
   }
-  if (p.kv_dtype != p.q_dtype || p.head_size != p.head_size_v) {
+  const bool fp8_cache = p.kv_dtype == ScalarType::kFp8E4M3 || p.kv_dtype == ScalarType::kFp8E5M2;
+  if ((p.kv_dtype != p.q_dtype && !fp8_cache) || p.head_size != p.head_size_v) {
     throw Error(ErrorCode::kUnsupported,
-                "CUDA_FLASH needs the KV cache in the compute dtype and head_size_v == head_size");
+                "CUDA_FLASH needs the KV cache in the compute dtype or fp8 (e4m3, e5m2), and "
+                "head_size_v == head_size");
   }
   switch (p.head_size) {
     case 64:

@@ -25,11 +25,20 @@
 // eight row addresses fall in different banks):
 //   sQ [kRows][D] | stage s: sK [BN][D], sV [BN][D]
 // reused after the main loop as fp32 [WARPS_N][kRows][D + 4] partial O, then m and l.
+//
+// fp8 caches (e4m3, e5m2: FlashKvConfig): the stages hold the tiles as stored, one byte per
+// value and unswizzled, half the bytes of a 16-bit tile; after a tile lands its keys are
+// converted exactly to T (fp8_convert.cuh) into one swizzled sK/sV tile that the tensor-core steps
+// read as they read a 16-bit stage. A decode CTA's warps each copy and convert their own keys (warp
+// barriers only), prefill CTAs the whole tile (a CTA barrier). The cache's scales are applied once:
+// k_scale to the softmax scale, v_scale to the output.
+//   sQ [kRows][D] | sK [BN][D], sV [BN][D] (T) | stage s: K, V [BN][D] (fp8)
 
 #include "backends/cuda_flash/flash_kernels.h"
 #include "backends/cuda_flash/flash_split_merge.cuh"
 #include "backends/cuda_flash/flash_trace.cuh"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda {
@@ -85,6 +94,28 @@ struct FlashConfig {
   static constexpr size_t kMergeSmemBytes = kSmemBytes;  // all of it, after the epilogue
 };
 
+// A configuration C for a cache stored as KV: T itself (C's own layout) or an fp8 type,
+// whose stages hold one byte per value plus one converted tile (layout above).
+template <typename C, typename KV>
+struct FlashKvConfig : C {
+  using Kv = KV;
+  static constexpr bool kFp8 = kIsFp8<KV>;
+  // fp8 decode tiles are half the bytes: one stage more keeps more of them in flight in
+  // less shared memory than the 16-bit stages take.
+  static constexpr int STAGES = kFp8 && C::WARPS_M == 1 ? C::STAGES + 1 : C::STAGES;
+  static constexpr size_t kStagedTileBytes = sizeof(KV) * C::BN * C::D;  // one of K, V
+  static constexpr size_t kConvertedBytes = kFp8 ? 2u * 2u * C::BN * C::D : 0u;
+  static constexpr size_t kMainBytes =
+      2u * C::kRows * C::D + kConvertedBytes + STAGES * 2u * kStagedTileBytes;
+  static constexpr size_t kSmemBytes =
+      kMainBytes > C::kEpilogueBytes ? kMainBytes : C::kEpilogueBytes;
+  static constexpr size_t kMergeSmemBytes = kSmemBytes;
+  // fp8 decode: a CTA's warps share no key of a tile (WARPS_M == 1), so each warp copies,
+  // converts and reads its own keys, and the tile loop needs no CTA barrier (the warps of a
+  // CTA then run their tiles independently, one's conversion beside another's mma).
+  static constexpr bool kWarpPrivateKv = kFp8 && C::WARPS_M == 1;
+};
+
 // Swizzled element index of (row, 16-byte chunk) in a [rows][D] tile.
 template <int D>
 __device__ __forceinline__ int swizzle(int row, int chunk) {
@@ -116,26 +147,35 @@ namespace flash_steps {
 // sub + j * kThreadsPerKey; with kThreadsPerKey a power of two that is (j * kThreadsPerKey)
 // ^ sub, so the swizzled destination is row + ((16 j kThreadsPerKey) ^ dst_xor) and the
 // source is one pointer plus immediates.
-template <typename T, typename C>
+// An fp8 tile (C::kFp8) is copied the same way, unswizzled: its rows are D bytes, so a
+// key has fewer chunks and may have fewer threads; with C::kWarpPrivateKv each warp copies
+// only its own kWarpKeys keys of the tile.
+template <typename C>
 struct FlashKvTileLoader {
-  static constexpr int kThreadsPerKey = C::kThreadsPerKey;
-  static constexpr int kKeysPerPass = C::kThreads / kThreadsPerKey;
-  static constexpr int kChunksPerThread = C::kChunks / kThreadsPerKey;
-  static constexpr int kPasses = C::BN / kKeysPerPass;
-  static constexpr uint32_t kRowBytes = 2u * C::D;
+  using KV = typename C::Kv;
+  static constexpr bool kWarpPrivate = C::kWarpPrivateKv;
+  static constexpr int kElemsPerChunk = 16 / static_cast<int>(sizeof(KV));
+  static constexpr int kRowChunks = C::D / kElemsPerChunk;
+  static constexpr int kThreadsPerKey =
+      C::kThreadsPerKey < kRowChunks ? C::kThreadsPerKey : kRowChunks;
+  static constexpr int kLoaders = kWarpPrivate ? 32 : C::kThreads;  // threads sharing the keys
+  static constexpr int kKeysPerPass = kLoaders / kThreadsPerKey;
+  static constexpr int kChunksPerThread = kRowChunks / kThreadsPerKey;
+  static constexpr int kPasses = (kWarpPrivate ? C::kWarpKeys : C::BN) / kKeysPerPass;
+  static constexpr uint32_t kRowBytes = sizeof(KV) * C::D;
   static constexpr uint32_t kTileBytes = C::BN * kRowBytes;  // one of sK, sV
   static constexpr uint32_t kStageBytes = 2u * kTileBytes;
   static_assert((kThreadsPerKey & (kThreadsPerKey - 1)) == 0, "threads per key: power of two");
-  static_assert(C::BN % kKeysPerPass == 0 && kKeysPerPass % 8 == 0 &&
-                    C::kChunks % kThreadsPerKey == 0,
+  static_assert((kWarpPrivate ? C::kWarpKeys : C::BN) % kKeysPerPass == 0 &&
+                    (C::kFp8 || kKeysPerPass % 8 == 0) && kRowChunks % kThreadsPerKey == 0,
                 "tile load mapping");
 
   const PagedAttentionParams& p;
   int kv_begin, kv_end;
   int key_in_pass;
   uint32_t dst_row, dst_xor;
-  const T* k_base;
-  const T* v_base;
+  const KV* k_base;
+  const KV* v_base;
   const int32_t* block_row;
   int64_t contiguous_row;
   uint64_t stream_policy;
@@ -145,13 +185,16 @@ struct FlashKvTileLoader {
                                                uint32_t s_kv)
       : p(params), kv_begin(item.kv_begin), kv_end(item.kv_end) {
     const int sub = tid % kThreadsPerKey;
-    key_in_pass = tid / kThreadsPerKey;
+    // Warp-private: warp w (= wn, WARPS_M is 1) copies keys [w * kWarpKeys, +kWarpKeys).
+    key_in_pass = kWarpPrivate ? (tid / 32) * C::kWarpKeys + (tid % 32) / kThreadsPerKey
+                               : tid / kThreadsPerKey;
     dst_row = s_kv + static_cast<uint32_t>(key_in_pass) * kRowBytes;
-    dst_xor = static_cast<uint32_t>((sub ^ (key_in_pass & 7)) << 4);
-    k_base = static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.k_head_stride +
-             sub * 8;
-    v_base = static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.v_head_stride +
-             sub * 8;
+    // (j * kThreadsPerKey * 16) ^ (sub << 4) is chunk sub + j * kThreadsPerKey unswizzled.
+    dst_xor = static_cast<uint32_t>((C::kFp8 ? sub : sub ^ (key_in_pass & 7)) << 4);
+    k_base = static_cast<const KV*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.k_head_stride +
+             sub * kElemsPerChunk;
+    v_base = static_cast<const KV*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.v_head_stride +
+             sub * kElemsPerChunk;
     block_row = p.block_table != nullptr
                     ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
                     : nullptr;
@@ -192,25 +235,49 @@ struct FlashKvTileLoader {
         }
         bytes = 16;
       }
-      const T* k_src = k_base + k_off;
-      const T* v_src = v_base + v_off;
+      const KV* k_src = k_base + k_off;
+      const KV* v_src = v_base + v_off;
       const uint32_t dst = dst_row + static_cast<uint32_t>(stage) * kStageBytes +
                            static_cast<uint32_t>(pass * kKeysPerPass) * kRowBytes;
 #pragma unroll
       for (int j = 0; j < kChunksPerThread; ++j) {
         const uint32_t chunk_off = (static_cast<uint32_t>(j * kThreadsPerKey) * 16u) ^ dst_xor;
+        constexpr int kStep = kThreadsPerKey * kElemsPerChunk;
         if constexpr (C::kStreamKv) {
-          cp_async_16(dst + chunk_off, k_src + j * kThreadsPerKey * 8, bytes, stream_policy);
-          cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kThreadsPerKey * 8, bytes,
-                      stream_policy);
+          cp_async_16(dst + chunk_off, k_src + j * kStep, bytes, stream_policy);
+          cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kStep, bytes, stream_policy);
         } else {
-          cp_async_16(dst + chunk_off, k_src + j * kThreadsPerKey * 8, bytes);
-          cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kThreadsPerKey * 8, bytes);
+          cp_async_16(dst + chunk_off, k_src + j * kStep, bytes);
+          cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kStep, bytes);
         }
       }
     }
   }
 };
+
+// fp8: keys [key_lo, key_lo + keys) of the landed K and V tiles at `staged` (C::kFp8
+// layout) converted exactly to T into the swizzled sK/sV tile at `converted`, by `count`
+// threads from `index` on (16 stored values, two 16-byte chunks of T, per step).
+template <typename T, typename C>
+__device__ __forceinline__ void convert_fp8_tile(const unsigned char* staged, T* converted,
+                                                 int key_lo, int keys, int index, int count) {
+  using KV = typename C::Kv;
+  constexpr int D = C::D, kRowChunks = D / 16;
+  constexpr int kTileElems = C::BN * D;
+  for (int i = index; i < keys * kRowChunks; i += count) {
+    const int key = key_lo + i / kRowChunks, c = i % kRowChunks;
+#pragma unroll
+    for (int kv = 0; kv < 2; ++kv) {  // K, then V
+      const uint4 raw =
+          *reinterpret_cast<const uint4*>(staged + kv * kTileElems + key * D + c * 16);
+      T* dst = converted + kv * kTileElems;
+      *reinterpret_cast<uint4*>(dst + swizzle<D>(key, 2 * c)) =
+          fp8x8_to<T, KV>(make_uint2(raw.x, raw.y));
+      *reinterpret_cast<uint4*>(dst + swizzle<D>(key, 2 * c + 1)) =
+          fp8x8_to<T, KV>(make_uint2(raw.z, raw.w));
+    }
+  }
+}
 
 // Q tile (rows past row_end are zero-filled) into sQ, its own cp.async group.
 template <typename T, typename C>
@@ -525,8 +592,8 @@ template <typename T, typename C>
 __device__ __forceinline__ void write_output(const PagedAttentionParams& p,
                                              const CudaWorkItem& item, int kv_head, int group,
                                              int tid, const float* s_o, const float* s_m,
-                                             const float* s_l, float* partial_o,
-                                             float* partial_lse) {
+                                             const float* s_l, float* partial_o, float* partial_lse,
+                                             float v_scale) {
   constexpr int kRows = C::kRows, kChunks = C::kChunks;
   for (int i = tid; i < kRows * kChunks; i += C::kThreads) {
     const int r = i / kChunks, c = i % kChunks;
@@ -551,7 +618,7 @@ __device__ __forceinline__ void write_output(const PagedAttentionParams& p,
           static_cast<int64_t>(item.partial_base + token_in_req * item.num_splits + item.split) *
               p.num_heads +
           head;
-      const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+      const float inv = sum > 0.0f ? v_scale / sum : 0.0f;
       uint4 packed;
       packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
       packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
@@ -561,13 +628,13 @@ __device__ __forceinline__ void write_output(const PagedAttentionParams& p,
       if (c == 0) partial_lse[slot_row] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
       continue;
     }
-    float factor = sum > 0.0f ? 1.0f / sum : 0.0f;
+    float factor = sum > 0.0f ? v_scale / sum : 0.0f;
     if (p.sinks != nullptr) {
       // The sink joins the denominator: rescale both terms to a common maximum.
       const float sink = p.sinks[head] * kLog2e;
       const float ref = fmaxf(big, sink);
       const float denom = sum * safe_exp2(big, ref) + exp2f(sink - ref);
-      factor = safe_exp2(big, ref) / denom;
+      factor = v_scale * safe_exp2(big, ref) / denom;
     }
     uint4 packed;
     packed.x = pack2<T>(acc[0] * factor, acc[1] * factor);
@@ -589,13 +656,17 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   constexpr int D = C::D, BN = C::BN, WM = C::WM, kRows = C::kRows, STAGES = C::STAGES;
   constexpr int kNT = C::kWarpKeys / 8;  // n8 tiles of S per warp
   constexpr int kDT = D / 8;             // n8 tiles of O per warp
+  constexpr bool kFp8 = C::kFp8;
   using namespace flash_steps;
-  using KvLoader = FlashKvTileLoader<T, C>;
+  using KvLoader = FlashKvTileLoader<C>;
   constexpr int kPasses = KvLoader::kPasses;
 
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_q = reinterpret_cast<T*>(smem);
+  // What the tensor-core steps read: the stages (16-bit caches) or the converted tile (fp8).
   T* s_kv = s_q + kRows * D;
+  // Where the tile loads land: the same stages, or (fp8) the stored tiles after sK/sV.
+  unsigned char* s_staged = reinterpret_cast<unsigned char*>(s_kv) + C::kConvertedBytes;
 
   // Launched programmatically (sm_90, kernel_launch.cuh): this grid may start while the
   // previous one in the stream still runs. Until wait_for_previous_grid below it reads only
@@ -613,7 +684,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
   const int pos_base = item.kv_len - item.q_len;  // position of token 0
 
-  const KvLoader kv_loader(p, item, kv_head, tid, smem_address(s_kv));
+  const KvLoader kv_loader(p, item, kv_head, tid, smem_address(s_staged));
   // The first tiles' block ids (metadata: complete before the previous grid began).
   int first_blocks[STAGES - 1][kPasses];
 #pragma unroll
@@ -626,7 +697,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   flash_trace(kTraceWaited, tid == 0);
 
   load_q_tile<T, C>(p, item, kv_head, group, tid, s_q);
-  if (fresh.key != nullptr) write_fresh_kv<T, C>(fresh, item, kv_head, pos_base, tid);
+  if constexpr (!kFp8) {
+    if (fresh.key != nullptr) write_fresh_kv<T, C>(fresh, item, kv_head, pos_base, tid);
+  }
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < num_tiles) kv_loader.load_tile(s, s, first_blocks[s]);
@@ -650,10 +723,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   const int pos_max = pos_base + last_row / group;
   // Scores stay raw dot products until the exponent: exp2(s * scale_log2 - m), one FFMA.
   // Soft-cap maps s to cap/scale * tanh(s * scale / cap) first (same units).
-  const float scale_log2 = p.scale * kLog2e;
+  // An fp8 cache's k_scale joins the softmax scale (the dot products are of stored keys).
+  const float scale = kFp8 ? p.scale * p.k_scale : p.scale;
+  const float scale_log2 = scale * kLog2e;
   const bool soft_cap = p.soft_cap > 0.0f;
-  const float cap_in = soft_cap ? p.scale / p.soft_cap : 0.0f;
-  const float cap_out = soft_cap ? p.soft_cap / p.scale : 0.0f;
+  const float cap_in = soft_cap ? scale / p.soft_cap : 0.0f;
+  const float cap_out = soft_cap ? p.soft_cap / scale : 0.0f;
 
   float o[WM][kDT][4];
   float m[WM][2], l[WM][2];  // m in log2 units (s * scale_log2), -inf before any key
@@ -661,9 +736,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
 
   int stage = 0, load_stage = STAGES - 1;
   for (int tile = 0; tile < num_tiles; ++tile) {
-    // The tile's K/V have landed; the next tile's copies go out.
+    // The tile's K/V have landed; the next tile's copies go out. (Warp-private tiles: this
+    // warp's own copies, so a warp barrier makes them visible to its lanes.)
     cp_async_wait<STAGES - 2>();
-    __syncthreads();
+    if constexpr (C::kWarpPrivateKv) {
+      __syncwarp();
+    } else {
+      __syncthreads();
+    }
     if (tile == 0) flash_trace(kTraceFirstTile, tid == 0);
     if (tile + STAGES - 1 < num_tiles) {
       kv_loader.load_tile(tile + STAGES - 1, load_stage, next_blocks);
@@ -672,7 +752,18 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     cp_async_commit();
     load_stage = load_stage + 1 == STAGES ? 0 : load_stage + 1;
 
-    const uint32_t stage_off = static_cast<uint32_t>(stage) * KvLoader::kStageBytes;
+    uint32_t stage_off = static_cast<uint32_t>(stage) * KvLoader::kStageBytes;
+    if constexpr (kFp8) {
+      const unsigned char* staged = s_staged + stage_off;
+      if constexpr (C::kWarpPrivateKv) {
+        convert_fp8_tile<T, C>(staged, s_kv, wn * C::kWarpKeys, C::kWarpKeys, lane, 32);
+        __syncwarp();
+      } else {
+        convert_fp8_tile<T, C>(staged, s_kv, 0, BN, tid, C::kThreads);
+        __syncthreads();
+      }
+      stage_off = 0;  // the tensor-core steps read the converted tile
+    }
     stage = stage + 1 == STAGES ? 0 : stage + 1;
     const int kb = kv_begin + tile * BN;
 
@@ -704,7 +795,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
   float* s_l = s_m + C::WARPS_N * kRows;
   store_warp_state<C>(s_o, s_m, s_l, o, m, l, item, lane, wm, wn);
   __syncthreads();
-  write_output<T, C>(p, item, kv_head, group, tid, s_o, s_m, s_l, partial_o, partial_lse);
+  write_output<T, C>(p, item, kv_head, group, tid, s_o, s_m, s_l, partial_o, partial_lse,
+                     kFp8 ? p.v_scale : 1.0f);
   flash_trace(kTraceResultWritten, tid == 0);
   if (item.num_splits <= 1) return;
   const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,

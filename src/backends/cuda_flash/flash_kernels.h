@@ -13,9 +13,9 @@ namespace attnkit::cuda {
 // size, dispatched by launch_flash_attention): what its capabilities declare.
 inline constexpr std::array<int, 3> kFlashHeadSizes = {64, 128, 256};
 
-// The tile geometry of CUDA_FLASH's kernels for `head_size` (64, 128 or 256), which the
-// planner follows.
-KernelGeometry flash_geometry(int head_size);
+// The tile geometry of CUDA_FLASH's kernels for `head_size` (64, 128 or 256) and a cache in
+// the compute dtype or (fp8_cache) in fp8, which the planner follows.
+KernelGeometry flash_geometry(int head_size, bool fp8_cache);
 
 // CUDA_FLASH: tensor-core kernels (small-row and large-row); split-KV groups are merged
 // in place by their last CTA (no combine launch).

@@ -97,30 +97,45 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_attention_kernel);
 }
 
-template <int D, typename T>
+// KV: the cache's storage type, T or an fp8 type (FlashKvConfig).
+template <int D, typename T, typename KV>
 void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePlan& plan,
                                   const FlashLaunchOptions& options) {
   // The cache write is folded only into plans without large-row items
   // (can_fold_cache_update).
-  launch_flash_items<T, typename FlashSmallConfig<D>::type>(p, plan.small_items, plan.num_small,
-                                                            plan, options.fresh_kv);
+  launch_flash_items<T, FlashKvConfig<typename FlashSmallConfig<D>::type, KV>>(
+      p, plan.small_items, plan.num_small, plan, options.fresh_kv);
 #if ATTNKIT_CUDA_SM90A
-  if (flash_wgmma_enabled()) {
+  // The Hopper prefill reads 16-bit caches only (flash_geometry plans fp8 for these rows).
+  if (!kIsFp8<KV> && flash_wgmma_enabled()) {
     launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan);
     return;
   }
 #endif
-  launch_flash_items<T, typename FlashLargeConfig<D>::type>(p, plan.large_items, plan.num_large,
-                                                            plan, CacheUpdateParams{});
+  launch_flash_items<T, FlashKvConfig<typename FlashLargeConfig<D>::type, KV>>(
+      p, plan.large_items, plan.num_large, plan, CacheUpdateParams{});
+}
+
+template <int D, typename T>
+void launch_flash_cache_dtype(const PagedAttentionParams& p, const DevicePlan& plan,
+                              const FlashLaunchOptions& options) {
+  switch (p.kv_dtype) {
+    case ScalarType::kFp8E4M3:
+      return launch_flash_head_size_typed<D, T, Fp8E4M3>(p, plan, options);
+    case ScalarType::kFp8E5M2:
+      return launch_flash_head_size_typed<D, T, Fp8E5M2>(p, plan, options);
+    default:  // the compute dtype (launch_flash_attention checked)
+      return launch_flash_head_size_typed<D, T, T>(p, plan, options);
+  }
 }
 
 template <int D>
 void launch_flash_head_size(const PagedAttentionParams& p, const DevicePlan& plan,
                             const FlashLaunchOptions& options) {
   if (p.q_dtype == ScalarType::kFloat16) {
-    launch_flash_head_size_typed<D, __half>(p, plan, options);
+    launch_flash_cache_dtype<D, __half>(p, plan, options);
   } else {
-    launch_flash_head_size_typed<D, __nv_bfloat16>(p, plan, options);
+    launch_flash_cache_dtype<D, __nv_bfloat16>(p, plan, options);
   }
 }
 

@@ -29,16 +29,14 @@
 #include "backends/cuda_mla/mla_geometry.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/device_plan.h"
+#include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda_mla {
 
 using cuda::CudaWorkItem;
 
-// Storage type of an fp8 e4m3 latent cache (one byte per value).
-struct Fp8E4M3 {
-  uint8_t bits;
-};
+using cuda::Fp8E4M3;  // storage type of an fp8 e4m3 latent cache
 
 // Swizzled element index of (row, 16-byte chunk) in a [rows][576] tile: the chunk index is
 // XORed with row % 8 inside its aligned group of 8 chunks (576 / 8 = 72 chunks = 9 groups),
@@ -46,25 +44,6 @@ struct Fp8E4M3 {
 // row is a multiple of 128 bytes long.
 __device__ __forceinline__ int latent_swizzle(int row, int chunk) {
   return row * kMlaLatentDim + ((chunk ^ (row & 7)) << 3);
-}
-
-// Eight e4m3 values (8 bytes) -> eight T values (16 bytes), exactly.
-template <typename T>
-__device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
-  const uint32_t words[2] = {v.x, v.y};
-  uint32_t out[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const auto pair = static_cast<__nv_fp8x2_storage_t>(words[i / 2] >> (16 * (i % 2)));
-    const __half2_raw raw = __nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3);
-    if constexpr (std::is_same_v<T, __half>) {
-      out[i] = static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
-    } else {
-      const float2 f = __half22float2(__half2(raw));
-      out[i] = cuda::pack2<T>(f.x, f.y);
-    }
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 // The steps of mla_attention_cta. Everything is inlined into the kernel: the register state
@@ -189,7 +168,7 @@ struct MlaTileSteps {
 #pragma unroll
     for (int j = 0; j < kFp8Loads; ++j) {
       const int c = my_part + j * C::kThreadsPerKey;
-      *reinterpret_cast<uint4*>(dst + latent_swizzle(my_key, c)) = fp8x8_to<T>(r[j]);
+      *reinterpret_cast<uint4*>(dst + latent_swizzle(my_key, c)) = cuda::fp8x8_to<T, Fp8E4M3>(r[j]);
     }
   }
 

@@ -46,11 +46,14 @@ TEST(CudaCapabilities, FlashServesItsHeadSizesOnHopperAndAmpere) {
   EXPECT_TRUE(mentions(flash->validate(c, parse_platform("cuda:9.0")), "96"));
 }
 
-TEST(CudaCapabilities, FlashRejectsFp8MismatchedKvDtypeAndPreAmpere) {
+TEST(CudaCapabilities, FlashTakesFp8AndRejectsMismatchedKvDtypeAndPreAmpere) {
   const auto flash = make_cuda_flash_backend();
   SelectorConfig c;
-  c.kv_cache_dtype = KvCacheDType::kFp8E4M3;
-  EXPECT_FALSE(flash->validate(c, parse_platform("cuda:9.0")).empty());
+  for (KvCacheDType fp8 : {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2}) {
+    c.kv_cache_dtype = fp8;  // converted to the compute dtype after each tile load
+    EXPECT_TRUE(flash->validate(c, parse_platform("cuda:9.0")).empty()) << to_string(fp8);
+    EXPECT_TRUE(flash->validate(c, parse_platform("cuda:8.0")).empty()) << to_string(fp8);
+  }
   c.kv_cache_dtype = KvCacheDType::kFloat16;  // compute dtype is bf16
   EXPECT_TRUE(mentions(flash->validate(c, parse_platform("cuda:9.0")), "kv_cache_dtype"));
   c.kv_cache_dtype = KvCacheDType::kBFloat16;

@@ -157,30 +157,77 @@ std::vector<NamedCase> all_cases() {
   unsplit.num_kv_heads = 8;
   unsplit.requests = {{700, 700}, {600, 650}};
   add("FlashPrefillGqaUnsplitD128", unsplit);
-  // CUDA_PAGED only: KV dtypes other than the compute dtype, fp8 with scales.
-  for (KvCacheDType kv : {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2, KvCacheDType::kFloat16}) {
-    GpuCase c;
-    c.backend = "CUDA_PAGED";
-    c.dtype = DType::kBFloat16;
-    c.kv_dtype = kv;
-    c.num_heads = 16;
-    c.num_kv_heads = 4;
-    c.head_size = 128;
-    if (kv != KvCacheDType::kFloat16) {
-      c.k_scale = 0.02f;
-      c.v_scale = 0.01f;
+  // fp8 caches with scales (CUDA_FLASH converts each landed tile to the compute dtype,
+  // CUDA_PAGED each element it reads) and, CUDA_PAGED only, a 16-bit cache of the other
+  // dtype.
+  for (const std::string backend : {"CUDA_PAGED", "CUDA_FLASH"}) {
+    const bool paged = backend == "CUDA_PAGED";
+    for (KvCacheDType kv :
+         {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2, KvCacheDType::kFloat16}) {
+      if (!paged && kv == KvCacheDType::kFloat16) continue;
+      GpuCase c;
+      c.backend = backend;
+      c.dtype = DType::kBFloat16;
+      c.kv_dtype = kv;
+      c.num_heads = 16;
+      c.num_kv_heads = 4;
+      c.head_size = 128;
+      if (kv != KvCacheDType::kFloat16) {
+        c.k_scale = 0.02f;
+        c.v_scale = 0.01f;
+      }
+      c.requests = {{1, 2000}, {70, 300}, {1, 5}};
+      const std::string kv_name = kv == KvCacheDType::kFp8E4M3   ? "Fp8E4M3"
+                                  : kv == KvCacheDType::kFp8E5M2 ? "Fp8E5M2"
+                                                                 : "Fp16UnderBf16";
+      const std::string prefix = paged ? "Paged" : "Flash";
+      add(prefix + "Kv" + kv_name, c);
+      GpuCase hnd = c;
+      hnd.layout = KvLayout::kHND;
+      hnd.head_size = paged ? 48 : 64;  // CUDA_FLASH: 64, 128, 256
+      hnd.sinks = true;
+      hnd.sliding_window = 200;
+      add(prefix + "Kv" + kv_name + (paged ? "HndD48WindowSinks" : "HndD64WindowSinks"), hnd);
     }
-    c.requests = {{1, 2000}, {70, 300}, {1, 5}};
-    const std::string kv_name = kv == KvCacheDType::kFp8E4M3   ? "Fp8E4M3"
-                                : kv == KvCacheDType::kFp8E5M2 ? "Fp8E5M2"
-                                                               : "Fp16UnderBf16";
-    add("PagedKv" + kv_name, c);
-    GpuCase hnd = c;
-    hnd.layout = KvLayout::kHND;
-    hnd.head_size = 48;
-    hnd.sinks = true;
-    hnd.sliding_window = 200;
-    add("PagedKv" + kv_name + "HndD48WindowSinks", hnd);
+  }
+  // CUDA_FLASH over fp8: a long GQA prefill through the large-row tiles (many key tiles in
+  // every pipeline stage), and fp16 compute over e5m2 at head size 256 with soft-cap and a
+  // split-KV decode row.
+  GpuCase fp8_prefill = long_prefill;
+  fp8_prefill.kv_dtype = KvCacheDType::kFp8E4M3;
+  fp8_prefill.k_scale = 0.05f;
+  fp8_prefill.v_scale = 0.03f;
+  add("FlashPrefillGqaManyTilesD128KvFp8E4M3", fp8_prefill);
+  GpuCase fp8_d256;
+  fp8_d256.backend = "CUDA_FLASH";
+  fp8_d256.dtype = DType::kFloat16;
+  fp8_d256.kv_dtype = KvCacheDType::kFp8E5M2;
+  fp8_d256.num_heads = 8;
+  fp8_d256.num_kv_heads = 2;
+  fp8_d256.head_size = 256;
+  fp8_d256.soft_cap = 30.0f;
+  fp8_d256.k_scale = 0.5f;
+  fp8_d256.v_scale = 0.25f;
+  fp8_d256.requests = {{1, 3000}, {40, 200}, {1, 1}};
+  add("FlashKvFp8E5M2D256SoftCapFp16", fp8_d256);
+  // Scales so large that almost every stored value is an fp8 subnormal (e4m3 below 2^-6,
+  // e5m2 below 2^-14): CUDA_FLASH's bit-placement conversion must keep them exactly (a
+  // flush to zero would zero K and V).
+  for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+    for (KvCacheDType kv : {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2}) {
+      GpuCase sub;
+      sub.backend = "CUDA_FLASH";
+      sub.dtype = dtype;
+      sub.kv_dtype = kv;
+      sub.num_heads = 8;
+      sub.num_kv_heads = 2;
+      sub.head_size = 128;
+      sub.k_scale = sub.v_scale = kv == KvCacheDType::kFp8E4M3 ? 128.0f : 32768.0f;
+      sub.requests = {{1, 700}, {30, 90}};
+      add(std::string("FlashKv") + (kv == KvCacheDType::kFp8E4M3 ? "Fp8E4M3" : "Fp8E5M2") +
+              "Subnormal" + (dtype == DType::kFloat16 ? "Fp16" : "Bf16"),
+          sub);
+    }
   }
   return out;
 }

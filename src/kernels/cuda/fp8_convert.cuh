@@ -1,0 +1,55 @@
+#pragma once
+// fp8 KV-cache storage and its exact conversion to the compute dtype, shared by the CUDA
+// kernels that read an fp8 cache into their tensor-core tiles (CUDA_FLASH, CUDA_MLA).
+// Every e4m3 and e5m2 value, subnormals included, is representable in fp16 and in bf16,
+// so the conversion loses nothing; the cache spec's scales are applied by the kernels to
+// the scores and to the output, not here.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels/cuda/device_common.cuh"
+
+namespace attnkit::cuda {
+
+// Storage types of an fp8 cache (one byte per value), as kernel template arguments.
+struct Fp8E4M3 {
+  uint8_t bits;
+};
+struct Fp8E5M2 {
+  uint8_t bits;
+};
+
+template <typename KV>
+inline constexpr bool kIsFp8 = std::is_same_v<KV, Fp8E4M3> || std::is_same_v<KV, Fp8E5M2>;
+
+template <typename KV>
+inline constexpr __nv_fp8_interpretation_t kFp8Interpretation =
+    std::is_same_v<KV, Fp8E5M2> ? __NV_E5M2 : __NV_E4M3;
+
+// Two fp8 values (the low 16 bits of `pair`, low byte first) as two T packed into one
+// 32-bit register, exactly: one cvt to f16x2 (sm_89+ hardware), then to bf16 through fp32.
+template <typename T, typename KV>
+__device__ __forceinline__ uint32_t fp8x2_to(uint32_t pair) {
+  const __half2_raw raw =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), kFp8Interpretation<KV>);
+  if constexpr (std::is_same_v<T, __half>) {
+    return static_cast<uint32_t>(raw.x) | (static_cast<uint32_t>(raw.y) << 16);
+  } else {
+    const float2 f = __half22float2(__half2(raw));
+    return pack2<T>(f.x, f.y);
+  }
+}
+
+// Eight fp8 values (8 bytes) -> eight T values (16 bytes), exactly.
+template <typename T, typename KV>
+__device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
+  return make_uint4(fp8x2_to<T, KV>(v.x), fp8x2_to<T, KV>(v.x >> 16), fp8x2_to<T, KV>(v.y),
+                    fp8x2_to<T, KV>(v.y >> 16));
+}
+
+}  // namespace attnkit::cuda
