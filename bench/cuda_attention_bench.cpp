@@ -1,9 +1,10 @@
 // CUDA attention benchmark: CUDA_FLASH and CUDA_PAGED through the library path (builder +
 // forward, cache update included) on the decode and prefill shapes of issue 8, against the
-// device-to-device copy bandwidth measured in the same run.
+// read ceiling (a streaming read-only kernel) and the device-to-device copy bandwidth, both
+// measured in the same run.
 //
-//   cuda_attention_bench [--json FILE] [--quick] [--only TEXT] [--trace] [--shape
-//   KIND,B,S,H,KVH,D[,sinks|,fp8]]...
+//   cuda_attention_bench [--json FILE] [--quick] [--only TEXT] [--trace]
+//                        [--shape KIND,B,S,H,KVH,D[,sinks|,fp8|,fp8_e5m2]]... [--backend NAME]...
 //
 // --trace (a build with ATTNKIT_FLASH_TRACE defined, see attnkit/kernels/flash_trace.h)
 // also prints, per CUDA_FLASH shape, when the CTAs of one step pass each point of their
@@ -13,21 +14,25 @@
 // --only runs just the shapes whose name contains TEXT (e.g. "decode b64 s2048"), for
 // profiling one shape under ncu. --shape (repeatable) replaces the issue's shapes by the
 // given ones (KIND decode or prefill; batch, context, heads, KV heads, head size), run on
-// CUDA_FLASH only (fp8: CUDA_PAGED): e.g. a context sweep to separate fixed from per-byte
-// costs.
+// CUDA_FLASH unless --backend says otherwise: e.g. a context sweep to separate fixed from
+// per-byte costs. --backend (repeatable) limits the backends (default: CUDA_FLASH and, on
+// decode and the first prefill shape, CUDA_PAGED).
 //
-// Decode reports GB/s (K/V bytes read once + q/out) and % of copy bandwidth; prefill
+// Decode reports GB/s (K/V bytes read once + q/out) and % of the read ceiling; prefill
 // reports TFLOP/s with 4*b*h*s*s*d FLOPs, halved for causal. Inputs are random bf16; each
-// shape rotates over several disjoint sets of KV blocks (>= ~2 GB in all) so that repeated
-// runs do not measure the 60 MB L2. Each figure is the median of 7 timed batches. Shapes
-// marked fp8 keep the cache in fp8 e4m3 (random values in [-1, 1], scales 1); only
-// CUDA_PAGED runs them (CUDA_FLASH declares 16-bit caches only).
+// shape rotates over several disjoint sets of KV blocks (>= ~2 GB in all) so that no call
+// finds its K/V in the 60 MB L2. Two times per shape: eager (the median of 7 batches of
+// back-to-back forwards, ~25 ms each) and graph (one CUDA graph of N forwards cycling
+// over the sets, N such that a replay lasts >= ~3 ms: the median of 7 replays / N), the
+// same graph method bench/cuda_peers.py times its peers with. Shapes marked fp8kv
+// (e4m3) or fp8e5m2kv keep the cache in fp8 (random values in [-1, 1], scales 1).
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -41,6 +46,10 @@
 #if ATTNKIT_HAS_CUDA
 #include <cuda_runtime.h>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "attnkit/bench/machine_ceilings.h"
 #include "cuda_timing.h"
 
 namespace {
@@ -69,11 +78,15 @@ struct Shape {
   std::string kind;  // "decode" or "prefill"
   int batch, context, heads, kv_heads, head_size;
   bool sinks = false;
-  bool fp8 = false;  // KV cache in fp8 e4m3
+  KvCacheDType kv = KvCacheDType::kAuto;  // kAuto: the compute dtype (bf16)
+  bool fp8() const { return is_fp8(kv); }
   std::string name() const {
     char buf[128];
     std::snprintf(buf, sizeof buf, "%s b%d s%d h%d/%d d%d%s%s", kind.c_str(), batch, context, heads,
-                  kv_heads, head_size, sinks ? " sinks" : "", fp8 ? " fp8kv" : "");
+                  kv_heads, head_size, sinks ? " sinks" : "",
+                  kv == KvCacheDType::kFp8E4M3   ? " fp8kv"
+                  : kv == KvCacheDType::kFp8E5M2 ? " fp8e5m2kv"
+                                                 : "");
     return buf;
   }
 };
@@ -128,44 +141,63 @@ void print_trace(F&& forward) {
 struct Result {
   Shape shape;
   std::string backend;
-  double ms = 0, gbs = 0, pct_copy = 0, tflops = 0;
-  double graph_ms = 0;  // the same forwards replayed from captured CUDA graphs
+  double ms = 0, gbs = 0, pct_read = 0, pct_copy = 0, tflops = 0;
+  double graph_ms = 0;  // the same forwards replayed from one captured CUDA graph
+  double graph_pct_read = 0;
 };
 
-// Replays of `forward(set, ctx)` captured once per set into a CUDA graph (the execution
-// contract, core/execution.h), timed like the eager calls: the host's launch cost drops to
-// one cudaGraphLaunch per step.
+// One CUDA graph (the execution contract, core/execution.h) holding N forwards
+// `forward(i % sets, ctx)`, N a multiple of `sets` such that a replay lasts >= ~3 ms given
+// the eager time per call; the median of 7 replays divided by N. bench/cuda_peers.py times
+// its peers the same way.
 template <typename F>
-double graph_replay_ms(int sets, F&& forward) {
+double graph_replay_ms(int sets, double eager_ms, F&& forward) {
   cudaStream_t stream = nullptr;
   check(cudaStreamCreate(&stream), "stream");  // blocking: the timing events order with it
-  std::vector<cudaGraphExec_t> graphs(static_cast<size_t>(sets));
-  for (int set = 0; set < sets; ++set) {
-    cudaGraph_t graph = nullptr;
-    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
-    forward(set, ExecutionContext{stream});
-    check(cudaStreamEndCapture(stream, &graph), "end capture");
-    check(cudaGraphInstantiate(&graphs[static_cast<size_t>(set)], graph, 0), "instantiate");
-    check(cudaGraphDestroy(graph), "graph");
+  const int rounds = static_cast<int>(std::ceil(3.0 / std::max(eager_ms * sets, 1e-3)));
+  const int n = std::min(sets * std::max(1, rounds), std::max(sets, 1024));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
+  for (int i = 0; i < n; ++i) forward(i % sets, ExecutionContext{stream});
+  check(cudaStreamEndCapture(stream, &graph), "end capture");
+  check(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+  check(cudaGraphDestroy(graph), "graph");
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "event");
+  check(cudaEventCreate(&b), "event");
+  check(cudaGraphLaunch(exec, stream), "replay");  // warm-up
+  std::vector<double> times;
+  for (int rep = 0; rep < 7; ++rep) {
+    check(cudaEventRecord(a, stream), "record");
+    check(cudaGraphLaunch(exec, stream), "replay");
+    check(cudaEventRecord(b, stream), "record");
+    check(cudaEventSynchronize(b), "replays");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
+    times.push_back(ms / n);
   }
-  const double ms = median_ms([&](int i) {
-    check(cudaGraphLaunch(graphs[static_cast<size_t>(i % sets)], stream), "replay");
-  });
-  check(cudaStreamSynchronize(stream), "replays");
-  for (cudaGraphExec_t g : graphs) check(cudaGraphExecDestroy(g), "graph exec");
+  check(cudaEventDestroy(a), "event");
+  check(cudaEventDestroy(b), "event");
+  check(cudaGraphExecDestroy(exec), "graph exec");
   check(cudaStreamDestroy(stream), "stream");
-  return ms;
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
-Result run_shape(const std::string& backend_name, const Shape& s, double copy_gbs,
+struct Ceilings {
+  double read_gbs = 0, copy_gbs = 0;
+};
+
+Result run_shape(const std::string& backend_name, const Shape& s, const Ceilings& ceilings,
                  std::mt19937& rng, bool trace) {
   const bool decode = s.kind == "decode";
   const int bs = 16, D = s.head_size, H = s.heads, KVH = s.kv_heads;
   const int q_len = decode ? 1 : s.context;
   const int T = s.batch * q_len;
   const int blocks_per_seq = (s.context + bs - 1) / bs;
-  const size_t kv_bytes = s.fp8 ? 1 : 2;  // per cache element
-  const ScalarType kv_type = s.fp8 ? ScalarType::kFp8E4M3 : ScalarType::kBFloat16;
+  const size_t kv_bytes = s.fp8() ? 1 : 2;  // per cache element
+  const ScalarType kv_type = scalar_type_of(s.kv, DType::kBFloat16);
   const size_t block_bytes = static_cast<size_t>(bs) * KVH * D * kv_bytes;
   const size_t set_bytes = static_cast<size_t>(s.batch) * blocks_per_seq * block_bytes * 2;
   const int sets = static_cast<int>(std::clamp<size_t>((size_t{2} << 30) / set_bytes + 1, 1, 8));
@@ -175,8 +207,10 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   DeviceBuffer v_cache = device_buffer(static_cast<size_t>(total_blocks) * block_bytes);
   for (void* cache_ptr : {k_cache.data(), v_cache.data()}) {
     const size_t cache_bytes = static_cast<size_t>(total_blocks) * block_bytes;
-    if (s.fp8) {
+    if (s.kv == KvCacheDType::kFp8E4M3) {
       fill_random(cache_ptr, cache_bytes, rng, float_to_fp8_e4m3);
+    } else if (s.kv == KvCacheDType::kFp8E5M2) {
+      fill_random(cache_ptr, cache_bytes, rng, float_to_fp8_e5m2);
     } else {
       fill_random_bf16(cache_ptr, cache_bytes, rng);
     }
@@ -195,7 +229,7 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   layer.head_size = layer.head_size_v = D;
   layer.scale = 1.0f / std::sqrt(static_cast<float>(D));
   layer.dtype = DType::kBFloat16;
-  if (s.fp8) layer.kv_cache_dtype = KvCacheDType::kFp8E4M3;
+  layer.kv_cache_dtype = s.kv;
   if (s.sinks) {
     std::uniform_real_distribution<float> u(-1.0f, 3.0f);
     for (int h = 0; h < H; ++h) layer.sinks.push_back(u(rng));
@@ -260,7 +294,7 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   r.ms = median_ms(
       [&](int i) { impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(i % sets)], ov); });
   check(cudaDeviceSynchronize(), "forward");
-  r.graph_ms = graph_replay_ms(sets, [&](int set, const ExecutionContext& ctx) {
+  r.graph_ms = graph_replay_ms(sets, r.ms, [&](int set, const ExecutionContext& ctx) {
     impl->forward(qv, kv, vv, cache, *plans[static_cast<size_t>(set)], ov, ctx);
   });
   if (trace && backend_name == "CUDA_FLASH") {
@@ -273,42 +307,58 @@ Result run_shape(const std::string& backend_name, const Shape& s, double copy_gb
   }
   const double bytes = static_cast<double>(set_bytes) + 2.0 * T * H * D * 2;
   r.gbs = bytes / (r.ms * 1e-3) / 1e9;
-  r.pct_copy = 100.0 * r.gbs / copy_gbs;
+  r.pct_read = 100.0 * r.gbs / ceilings.read_gbs;
+  r.pct_copy = 100.0 * r.gbs / ceilings.copy_gbs;
+  r.graph_pct_read = 100.0 * bytes / (r.graph_ms * 1e-3) / 1e9 / ceilings.read_gbs;
   r.tflops = (decode ? flops_full : flops_full / 2) / (r.ms * 1e-3) / 1e12;
   return r;
+}
+
+// "KIND,B,S,H,KVH,D[,sinks|,fp8|,fp8_e5m2]" as a Shape, or a message naming what is wrong.
+std::string parse_shape(const std::string& text, Shape& sh) {
+  char kind[16] = {0}, extra[16] = {0};
+  const int n = std::sscanf(text.c_str(), "%15[a-z],%d,%d,%d,%d,%d,%15s", kind, &sh.batch,
+                            &sh.context, &sh.heads, &sh.kv_heads, &sh.head_size, extra);
+  sh.kind = kind;
+  const std::string ex = n == 7 ? extra : "";
+  sh.sinks = ex == "sinks";
+  sh.kv = ex == "fp8"        ? KvCacheDType::kFp8E4M3
+          : ex == "fp8_e5m2" ? KvCacheDType::kFp8E5M2
+                             : KvCacheDType::kAuto;
+  if (n < 6 || (n == 7 && !sh.sinks && !sh.fp8()) ||
+      (sh.kind != "decode" && sh.kind != "prefill") || sh.batch <= 0 || sh.context <= 0 ||
+      sh.kv_heads <= 0 || sh.heads % sh.kv_heads != 0) {
+    return "--shape " + text +
+           ": expected KIND,B,S,H,KVH,D[,sinks|,fp8|,fp8_e5m2] with KIND decode or prefill, "
+           "positive sizes and H a multiple of KVH";
+  }
+  return {};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path;
+  CLI::App app{"CUDA_FLASH and CUDA_PAGED on the decode and prefill benchmark shapes"};
+  std::string json_path, only;
   bool quick = false, trace = false;
-  std::string only;
+  std::vector<std::string> shape_texts, backends;
+  app.add_option("--json", json_path, "write the results here");
+  app.add_flag("--quick", quick, "the first two decode and prefill shapes only");
+  app.add_option("--only", only, "only the shapes whose name contains this text");
+  app.add_flag("--trace", trace, "CTA timelines (a build with ATTNKIT_FLASH_TRACE)");
+  app.add_option("--shape", shape_texts, "KIND,B,S,H,KVH,D[,sinks|,fp8|,fp8_e5m2], repeatable");
+  app.add_option("--backend", backends, "CUDA_FLASH or CUDA_PAGED, repeatable")
+      ->check(CLI::IsMember({"CUDA_FLASH", "CUDA_PAGED"}));
+  CLI11_PARSE(app, argc, argv);
   std::vector<Shape> custom;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    if (std::strcmp(argv[i], "--trace") == 0) trace = true;
-    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
-    if (std::strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
-      Shape sh;
-      char kind[16] = {0}, extra[16] = {0};
-      const int n = std::sscanf(argv[++i], "%15[a-z],%d,%d,%d,%d,%d,%15s", kind, &sh.batch,
-                                &sh.context, &sh.heads, &sh.kv_heads, &sh.head_size, extra);
-      sh.kind = kind;
-      sh.sinks = n == 7 && std::strcmp(extra, "sinks") == 0;
-      sh.fp8 = n == 7 && std::strcmp(extra, "fp8") == 0;
-      if (n < 6 || (n == 7 && !sh.sinks && !sh.fp8) ||
-          (sh.kind != "decode" && sh.kind != "prefill") || sh.batch <= 0 || sh.context <= 0 ||
-          sh.kv_heads <= 0 || sh.heads % sh.kv_heads != 0) {
-        std::fprintf(stderr,
-                     "--shape %s: expected KIND,B,S,H,KVH,D[,sinks|,fp8] with KIND decode or "
-                     "prefill and H a multiple of KVH\n",
-                     argv[i]);
-        return 2;
-      }
-      custom.push_back(sh);
+  for (const std::string& text : shape_texts) {
+    Shape sh;
+    const std::string error = parse_shape(text, sh);
+    if (!error.empty()) {
+      std::fprintf(stderr, "%s\n", error.c_str());
+      return 2;
     }
+    custom.push_back(sh);
   }
 #if !defined(ATTNKIT_FLASH_TRACE)
   if (trace) {
@@ -324,9 +374,13 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "properties");
   std::mt19937 rng(12345);
-  const double copy_gbs = copy_bandwidth_gbs();
-  std::printf("device: %s, %d SMs; device-to-device copy: %.0f GB/s (read + write)\n", prop.name,
-              prop.multiProcessorCount, copy_gbs);
+  Ceilings ceilings;
+  ceilings.read_gbs = measure_gpu_read_bandwidth();
+  ceilings.copy_gbs = copy_bandwidth_gbs();
+  std::printf(
+      "device: %s, %d SMs; read ceiling %.0f GB/s (streaming read-only kernel); "
+      "device-to-device copy %.0f GB/s (read + write)\n",
+      prop.name, prop.multiProcessorCount, ceilings.read_gbs, ceilings.copy_gbs);
 
   std::vector<Shape> decode = {{"decode", 1, 16384, 32, 8, 128},
                                {"decode", 16, 4096, 32, 8, 128},
@@ -334,11 +388,16 @@ int main(int argc, char** argv) {
                                {"decode", 128, 1024, 32, 8, 128},
                                {"decode", 64, 4096, 4, 1, 256},
                                {"decode", 64, 4096, 64, 8, 64, true},
-                               {"decode", 64, 2048, 32, 8, 128, false, true}};
-  std::vector<Shape> prefill = {
-      {"prefill", 8, 2048, 16, 16, 128},  {"prefill", 2, 8192, 16, 16, 128},
-      {"prefill", 1, 16384, 16, 16, 128}, {"prefill", 2, 8192, 32, 32, 64},
-      {"prefill", 2, 8192, 8, 8, 256},    {"prefill", 4, 4096, 32, 8, 128}};
+                               {"decode", 64, 2048, 32, 8, 128, false, KvCacheDType::kFp8E4M3},
+                               {"decode", 64, 2048, 32, 8, 128, false, KvCacheDType::kFp8E5M2},
+                               {"decode", 16, 4096, 32, 8, 128, false, KvCacheDType::kFp8E4M3}};
+  std::vector<Shape> prefill = {{"prefill", 8, 2048, 16, 16, 128},
+                                {"prefill", 2, 8192, 16, 16, 128},
+                                {"prefill", 1, 16384, 16, 16, 128},
+                                {"prefill", 2, 8192, 32, 32, 64},
+                                {"prefill", 2, 8192, 8, 8, 256},
+                                {"prefill", 4, 4096, 32, 8, 128},
+                                {"prefill", 2, 8192, 16, 16, 128, false, KvCacheDType::kFp8E4M3}};
   if (quick) {
     decode.resize(2);
     prefill.resize(2);
@@ -346,56 +405,74 @@ int main(int argc, char** argv) {
   auto selected = [&](const Shape& s) {
     return only.empty() || s.name().find(only) != std::string::npos;
   };
+  auto wanted = [&](const char* backend) {
+    return backends.empty() ||
+           std::find(backends.begin(), backends.end(), backend) != backends.end();
+  };
   std::vector<Result> results;
   if (!custom.empty()) {
-    for (const Shape& s : custom)
-      results.push_back(run_shape(s.fp8 ? "CUDA_PAGED" : "CUDA_FLASH", s, copy_gbs, rng, trace));
+    for (const Shape& s : custom) {
+      for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
+        const bool chosen =
+            backends.empty() ? std::strcmp(backend, "CUDA_FLASH") == 0 : wanted(backend);
+        if (chosen) results.push_back(run_shape(backend, s, ceilings, rng, trace));
+      }
+    }
     decode.clear();
     prefill.clear();
   }
   for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
     for (const Shape& s : decode) {
-      const bool declared = !s.fp8 || std::strcmp(backend, "CUDA_PAGED") == 0;
-      if (declared && selected(s)) results.push_back(run_shape(backend, s, copy_gbs, rng, trace));
+      if (wanted(backend) && selected(s))
+        results.push_back(run_shape(backend, s, ceilings, rng, trace));
     }
   }
   for (const Shape& s : prefill) {
-    if (selected(s)) results.push_back(run_shape("CUDA_FLASH", s, copy_gbs, rng, trace));
+    if (wanted("CUDA_FLASH") && selected(s)) {
+      results.push_back(run_shape("CUDA_FLASH", s, ceilings, rng, trace));
+    }
   }
   // CUDA_PAGED prefill runs on CUDA cores: one shape, to place it.
-  if (!prefill.empty() && selected(prefill[0])) {
-    results.push_back(run_shape("CUDA_PAGED", prefill[0], copy_gbs, rng, trace));
+  if (!prefill.empty() && selected(prefill[0]) && wanted("CUDA_PAGED")) {
+    results.push_back(run_shape("CUDA_PAGED", prefill[0], ceilings, rng, trace));
   }
 
-  std::printf("\n%-34s %-11s %10s %9s %7s %9s %10s\n", "shape", "backend", "ms", "GB/s", "%copy",
-              "TFLOP/s", "graph ms");
+  std::printf("\n%-36s %-11s %10s %9s %7s %9s %10s %7s\n", "shape", "backend", "eager ms", "GB/s",
+              "%read", "TFLOP/s", "graph ms", "%read");
   for (const Result& r : results) {
-    std::printf("%-34s %-11s %10.4f %9.0f %6.1f%% %9.1f %10.4f\n", r.shape.name().c_str(),
-                r.backend.c_str(), r.ms, r.gbs, r.pct_copy, r.tflops, r.graph_ms);
+    std::printf("%-36s %-11s %10.4f %9.0f %6.1f%% %9.1f %10.4f %6.1f%%\n", r.shape.name().c_str(),
+                r.backend.c_str(), r.ms, r.gbs, r.pct_read, r.tflops, r.graph_ms, r.graph_pct_read);
   }
   if (!json_path.empty()) {
-    FILE* f = std::fopen(json_path.c_str(), "w");
-    if (f == nullptr) {
+    nlohmann::ordered_json doc;
+    doc["device"] = prop.name;
+    doc["read_gbs"] = ceilings.read_gbs;
+    doc["copy_gbs"] = ceilings.copy_gbs;
+    doc["results"] = nlohmann::ordered_json::array();
+    for (const Result& r : results) {
+      doc["results"].push_back({{"kind", r.shape.kind},
+                                {"batch", r.shape.batch},
+                                {"context", r.shape.context},
+                                {"heads", r.shape.heads},
+                                {"kv_heads", r.shape.kv_heads},
+                                {"head_size", r.shape.head_size},
+                                {"sinks", r.shape.sinks},
+                                {"kv_cache", std::string(to_string(r.shape.kv))},
+                                {"backend", r.backend},
+                                {"ms", r.ms},
+                                {"graph_ms", r.graph_ms},
+                                {"gbs", r.gbs},
+                                {"pct_read", r.pct_read},
+                                {"pct_copy", r.pct_copy},
+                                {"graph_pct_read", r.graph_pct_read},
+                                {"tflops", r.tflops}});
+    }
+    std::ofstream f(json_path);
+    f << doc.dump(1) << "\n";
+    if (!f) {
       std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
       return 1;
     }
-    std::fprintf(f, "{\"device\": \"%s\", \"copy_gbs\": %.1f, \"results\": [\n", prop.name,
-                 copy_gbs);
-    for (size_t i = 0; i < results.size(); ++i) {
-      const Result& r = results[i];
-      std::fprintf(f,
-                   "  {\"kind\": \"%s\", \"batch\": %d, \"context\": %d, \"heads\": %d, "
-                   "\"kv_heads\": %d, \"head_size\": %d, \"sinks\": %s, \"kv_cache\": \"%s\", "
-                   "\"backend\": \"%s\", "
-                   "\"ms\": %.5f, \"graph_ms\": %.5f, \"gbs\": %.1f, \"pct_copy\": %.2f, "
-                   "\"tflops\": %.2f}%s\n",
-                   r.shape.kind.c_str(), r.shape.batch, r.shape.context, r.shape.heads,
-                   r.shape.kv_heads, r.shape.head_size, r.shape.sinks ? "true" : "false",
-                   r.shape.fp8 ? "fp8_e4m3" : "auto", r.backend.c_str(), r.ms, r.graph_ms, r.gbs,
-                   r.pct_copy, r.tflops, i + 1 < results.size() ? "," : "");
-    }
-    std::fprintf(f, "]}\n");
-    std::fclose(f);
   }
   return 0;
 }

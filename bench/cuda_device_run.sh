@@ -7,7 +7,8 @@
 #
 # STAGE holds bin/attnkit_backends_cuda_tests, bin/cuda_attention_bench (plus optional
 # bin/cuda_attention_bench_alt*: the same bench built with other head-size-128 tile
-# configurations), lib/ (their shared libraries) and bench/torch_sdpa_peer.py; every log
+# configurations) and lib/ (their shared libraries); the peers come from this checkout's
+# bench/cuda_peers.py (cuDNN and torch FLASH by graph replay; FlashInfer when it imports); every log
 # goes to OUT (8 files at most come back). Each step has its own time limit so that one
 # slow step cannot take the others' output with it. Last: ncu counters for one decode and
 # one prefill launch (NCU_DECODE / NCU_SECOND: other `--only` shapes for the two launches;
@@ -60,7 +61,7 @@ fi
 for alt in "$stage"/bin/cuda_attention_bench_alt*; do
   [ -x "$alt" ] && step "$(basename "$alt")" bench_alt.log 70 "$alt" --only "${ALT_ONLY:-d128}"
 done
-[ "${QUICK:-0}" = 1 ] || [ "${PEERS:-1}" = 0 ] || step peer peer.log 60 python3 "$stage/bench/torch_sdpa_peer.py" --ours "$out/cuda_bench.json"
+[ "${QUICK:-0}" = 1 ] || [ "${PEERS:-1}" = 0 ] || step peer peer.log 240 python3 "$(dirname "$0")/cuda_peers.py" --ours "$out/cuda_bench.json"
 step memcheck sanitizers.log 45 compute-sanitizer --tool memcheck --error-exitcode 9 \
   "$stage/bin/attnkit_backends_cuda_tests" --gtest_filter="$subset"
 step racecheck sanitizers.log 45 compute-sanitizer --tool racecheck --error-exitcode 9 \

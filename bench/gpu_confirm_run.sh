@@ -6,7 +6,7 @@
 #   bin/  attnkit, attnkit_backends_cuda_tests, attnkit_backends_cuda_mla_tests,
 #         cuda_attention_bench, mla_cuda_bench (Release, -DCMAKE_CUDA_ARCHITECTURES=90)
 #   lib/  their shared libraries (libfmt, libspdlog, libgomp, libcudart)
-#   bench/torch_sdpa_peer.py, mla_cuda_device_run.sh, and
+#   bench/cuda_peers.py, mla_cuda_device_run.sh, and
 #   cuda_device_run.sh = sed '/^# Hardware counters/,/^fi$/d' bench/cuda_device_run.sh
 # Every log goes into $OUT/logs.tgz.
 cd "$(dirname "$0")"
