@@ -206,8 +206,8 @@ TEST(ExplainCli, DescribedGpuPlatformSaysWhetherThisBinaryCanRunIt) {
   // An fp8 cache is served by the tensor-core kernels (converted after each tile load),
   // the first CUDA choice, not by the CUDA-core fallback.
   for (const char* fp8 : {"fp8_e4m3", "fp8_e5m2"}) {
-    const nlohmann::json f = explain_json({"--model", "llama-3.1-8b-instruct", "--platform",
-                                           "cuda:9.0", "--kv-cache-dtype", fp8});
+    const nlohmann::json f = explain_json(
+        {"--model", "llama-3.1-8b-instruct", "--platform", "cuda:9.0", "--kv-cache-dtype", fp8});
     ASSERT_FALSE(f["layers"].empty());
     for (const auto& l : f["layers"]) EXPECT_EQ(l["backend"], "CUDA_FLASH") << fp8;
   }
