@@ -3,8 +3,10 @@
 // heads x batch x context as listed. Reports the latent-cache read rate (GB/s of cache bytes
 // the step must read) and its ratio to the read bandwidth measured in the same run
 // (attnkit/bench/machine_ceilings.h), plus GFLOP/s (QK and PV: 2 * heads * keys * (576 +
-// 512) per request). Each shape rotates over disjoint sets of cache blocks (>= 256 MiB in
-// all, block tables shuffled) so that successive calls do not find the cache in the LLC.
+// 512) per request) against the fp32 FMA ceiling of the same run, and the share of the
+// shape's roofline (the slower of reading the cache and doing its FLOPs at those ceilings). Each
+// shape rotates over disjoint sets of cache blocks (>= 256 MiB in all, block tables shuffled) so
+// that successive calls do not find the cache in the LLC.
 //
 // Usage: mla_cpu_bench [iterations]   (default 5; the best iteration is reported)
 
@@ -107,11 +109,16 @@ int main(int argc, char** argv) {
   const int threads = omp_get_max_threads();
   std::printf("isa %s, %d threads\n", std::string(cpu::to_string(cpu::active_cpu_isa())).c_str(),
               threads);
-  const double read_bw = bench::measure_read_bandwidth(threads, size_t{512} << 20);
-  std::printf("read bandwidth %.2f GB/s (512 MiB, best of 5)\n", read_bw);
+  const bench::MachineCeilings ceilings = bench::measure_machine_ceilings(threads);
+  const double read_bw = ceilings.read_gb_per_s, fma = ceilings.fma_gflop_per_s;
+  std::printf("read bandwidth %.2f GB/s (512 MiB, best of 5); fp32 FMA %.1f GFLOP/s (%s)\n",
+              read_bw, fma, ceilings.fma_isa);
+  // The roofline of a shape: the step reads each latent row once and does 2 * heads * 1088
+  // FLOP on it, so it is bound by min(read bandwidth, FMA rate / FLOP per byte).
   std::printf(
-      "| heads | batch | context | cache MB | ms | cache GB/s | %% of read BW | GFLOP/s |\n"
-      "|---|---|---|---|---|---|---|---|\n");
+      "| heads | batch | context | cache MB | ms | cache GB/s | %% of read BW | GFLOP/s | "
+      "%% of FMA | %% of roofline |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n");
   std::mt19937 gen(1);
   for (int heads : {16, 128}) {
     for (int batch : {1, 8}) {
@@ -120,9 +127,11 @@ int main(int argc, char** argv) {
       const double gbs = r.cache_bytes / r.best_s / 1e9;
       const double flops =
           2.0 * heads * batch * static_cast<double>(context) * (kMlaLatentDim + kMlaValueDim);
-      std::printf("| %d | %d | %d | %.0f | %.3f | %.2f | %.1f | %.1f |\n", heads, batch, context,
-                  r.cache_bytes / 1e6, r.best_s * 1e3, gbs, 100.0 * gbs / read_bw,
-                  flops / r.best_s / 1e9);
+      const double gflops = flops / r.best_s / 1e9;
+      const double roof_s = std::max(r.cache_bytes / (read_bw * 1e9), flops / (fma * 1e9));
+      std::printf("| %d | %d | %d | %.0f | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", heads,
+                  batch, context, r.cache_bytes / 1e6, r.best_s * 1e3, gbs, 100.0 * gbs / read_bw,
+                  gflops, 100.0 * gflops / fma, 100.0 * roof_s / r.best_s);
       std::fflush(stdout);
     }
   }

@@ -11,7 +11,7 @@ namespace attnkit::cpu_mla {
 void MlaWorkspace::ensure(const MlaPlan& plan, int head_size, int head_size_v, int threads) {
   const int64_t rows = plan.max_rows;
   thread_floats = rows * head_size + rows * head_size_v + int64_t{kMaxLanes} * head_size +
-                  rows * kMaxLanes + 2 * rows + 64;
+                  std::max<int64_t>(rows, 4) * kMaxLanes + 2 * rows + 64;
   const auto need = static_cast<size_t>(thread_floats * threads);
   if (thread_scratch.size() < need) thread_scratch.resize(need);
   const auto partial = static_cast<size_t>(plan.partial_rows);

@@ -19,7 +19,8 @@ namespace attnkit::cpu_mla {
 // Scratch the kernels run in, grown on demand. Layout:
 //   thread_scratch: per OpenMP thread, thread_floats floats: the item's fp32 queries
 //                   [rows, head_size], output accumulators [rows, head_size_v], one key
-//                   tile [lanes, head_size], probabilities [rows, lanes], m, l [rows];
+//                   tile [lanes, head_size], probabilities [max(rows, 4), lanes] (one
+//                   block of 4 rows is used), m, l [rows];
 //   partial_out:    [plan.partial_rows, head_size_v] unnormalised split outputs;
 //   partial_ml:     [plan.partial_rows, 2] running max m and sum l of each split row.
 struct MlaWorkspace {

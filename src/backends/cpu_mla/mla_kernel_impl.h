@@ -7,12 +7,14 @@
 // visited in tiles of Ops::kLanes:
 //   1. the tile's latent rows are read from the paged cache ONCE and converted to fp32
 //      (stored units; k_scale is folded into the query scale and the output factor);
-//   2. scores, a GEMM [R, D] x [D, lanes]: register blocks of 4 rows x 4 keys, so every
-//      loaded query vector serves 4 keys and every key vector 4 rows; lane j of the
-//      folded vector (Ops::reduce_lanes) is key j;
+//   2. scores, a GEMM [R, D] x [D, lanes]: register blocks of 4 rows x Ops::kScoreKeyBlock
+//      keys (4 x 4 on AVX-512, 4 x 2 in AVX2's 16 registers), so every loaded query vector
+//      serves several keys and every key vector 4 rows; lane j of the folded vector
+//      (Ops::reduce_lanes) is key j;
 //   3. per-row mask (causal / sliding window) and online softmax (m, l, alpha);
 //   4. values o[r] = alpha o[r] + sum_j p[r][j] c_j (V = first head_size_v elements of the
-//      latent rows already in the tile), in blocks of 4 vectors.
+//      latent rows already in the tile), for the 4 rows of the block together in blocks
+//      of Ops::kValueBlock vectors: every value vector loaded serves 4 rows.
 // Finally each row is normalised into `out`, or (split-KV) its unnormalised output, m and l
 // go to the workspace for merge_mla_splits().
 
@@ -31,12 +33,12 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
   const int rows = tokens * H;
   // Row stride (floats) of qf and kt, widened once: the offsets below are formed in 64 bits.
   const int64_t ld = D;
-  float* qf = scratch;                   // [rows, D]
-  float* acc = qf + rows * ld;           // [rows, DV]
-  float* kt = acc + int64_t{rows} * DV;  // [L, D]
-  float* prob = kt + L * ld;             // [L] of the current row
-  float* m = prob + int64_t{rows} * L;   // [rows]
-  float* l = m + rows;                   // [rows]
+  float* qf = scratch;                               // [rows, D]
+  float* acc = qf + rows * ld;                       // [rows, DV]
+  float* kt = acc + int64_t{rows} * DV;              // [L, D]
+  float* prob = kt + L * ld;                         // [4, L]: the probabilities of a block of rows
+  float* m = prob + int64_t{std::max(rows, 4)} * L;  // [rows]
+  float* l = m + rows;                               // [rows]
 
   // Visible keys of each token of the item (attnkit/kernels/mask.h).
   attnkit::KeySpan visible[attnkit::cpu_mla::kMaxTileTokens];
@@ -83,52 +85,83 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
     for (int r0 = 0; r0 < rows; r0 += 4) {
       const int nr = std::min(4, rows - r0);
       // 2. Scores of 4 rows x L keys.
+      constexpr int KB = Ops::kScoreKeyBlock;
+      static_assert(L % KB == 0);
       V dots[4][L];
-      for (int j0 = 0; j0 < L; j0 += 4) {
-        V a[4][4];
+      const float* q_rows[4];
+      for (int ri = 0; ri < 4; ++ri) {
+        // Rows past the end repeat the last row (their results are dropped).
+        q_rows[ri] = qf + static_cast<int64_t>(r0 + std::min(ri, nr - 1)) * D;
+      }
+      for (int j0 = 0; j0 < L; j0 += KB) {
+        V a[4][KB];
         for (auto& a_row : a)
           for (V& x : a_row) x = Ops::zero();
         const float* k_rows = kt + j0 * ld;
         for (int c = 0; c < D; c += L) {
-          V kv[4];
-          for (int jj = 0; jj < 4; ++jj) kv[jj] = Ops::load(k_rows + jj * ld + c);
+          V kv[KB];
+          for (int jj = 0; jj < KB; ++jj) kv[jj] = Ops::load(k_rows + jj * ld + c);
           for (int ri = 0; ri < 4; ++ri) {
-            // Rows past the end repeat the last row (their results are dropped).
-            const V q = Ops::load(qf + static_cast<int64_t>(r0 + std::min(ri, nr - 1)) * D + c);
-            for (int jj = 0; jj < 4; ++jj) a[ri][jj] = Ops::fmadd(q, kv[jj], a[ri][jj]);
+            const V q = Ops::load(q_rows[ri] + c);
+            for (int jj = 0; jj < KB; ++jj) a[ri][jj] = Ops::fmadd(q, kv[jj], a[ri][jj]);
           }
         }
         for (int ri = 0; ri < 4; ++ri)
-          for (int jj = 0; jj < 4; ++jj) dots[ri][j0 + jj] = a[ri][jj];
+          for (int jj = 0; jj < KB; ++jj) dots[ri][j0 + jj] = a[ri][jj];
       }
-      for (int ri = 0; ri < nr; ++ri) {
+      // 3. Mask and online softmax of each row: its probabilities (0 outside the row's
+      // visible lanes [first, end)) and the factor alpha of its running output; a row with
+      // no visible key in the tile keeps its output (alpha 1, probabilities 0).
+      float alpha[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+      float* p_rows = prob;  // [4][L]
+      int lo = L, hi = 0;    // keys any row of the block sees
+      for (int ri = 0; ri < 4; ++ri) {
+        Ops::store(p_rows + ri * L, Ops::zero());
+        if (ri >= nr) continue;
         const int r = r0 + ri;
         const int t = r / H;
-        // Lanes [first, end) of the tile are visible keys of this row.
         const int first = std::max(visible[t].begin, k0) - k0;
         const int end = std::min(visible[t].end, k0 + n) - k0;
         if (first >= end) continue;  // no visible key of this row in the tile
-        // 3. Mask and online softmax.
         const V s = Ops::mask_range(Ops::reduce_lanes(dots[ri]), first, end);
         const float m_new = std::max(m[r], Ops::hmax(s));
-        const float alpha = std::exp(m[r] - m_new);  // 0 on the first visible tile
+        alpha[ri] = std::exp(m[r] - m_new);  // 0 on the first visible tile
         const V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
-        l[r] = l[r] * alpha + Ops::hsum(pv);
+        l[r] = l[r] * alpha[ri] + Ops::hsum(pv);
         m[r] = m_new;
-        Ops::store(prob, pv);
-        // 4. Values: V is the latent prefix already converted in the tile.
-        float* o = acc + static_cast<int64_t>(r) * DV;
-        const V va = Ops::set1(alpha);
-        for (int c = 0; c < DV; c += 4 * L) {
-          const int nb = std::min(4, (DV - c) / L);
-          V ov[4];
-          for (int64_t b = 0; b < nb; ++b) ov[b] = Ops::mul(Ops::load(o + c + b * L), va);
-          for (int j = first; j < end; ++j) {
-            const V pj = Ops::set1(prob[j]);
-            const float* vrow = kt + j * ld + c;
-            for (int64_t b = 0; b < nb; ++b) ov[b] = Ops::fmadd(pj, Ops::load(vrow + b * L), ov[b]);
+        Ops::store(p_rows + ri * L, pv);
+        lo = std::min(lo, first);
+        hi = std::max(hi, end);
+      }
+      if (lo >= hi) continue;  // no row of the block sees a key of this tile
+      // 4. Values of the 4 rows together: V is the latent prefix already converted in the
+      // tile; each value vector loaded serves every row. Rows past the end (a block of
+      // fewer than 4) read row nr - 1 with probability 0 and are not stored.
+      constexpr int VB = Ops::kValueBlock;
+      float* o_rows[4];
+      for (int ri = 0; ri < 4; ++ri) {
+        o_rows[ri] = acc + static_cast<int64_t>(r0 + std::min(ri, nr - 1)) * DV;
+      }
+      for (int c = 0; c < DV; c += VB * L) {
+        const int nb = std::min(VB, (DV - c) / L);
+        V ov[4][VB];
+        for (int ri = 0; ri < 4; ++ri) {
+          const V va = Ops::set1(alpha[ri]);
+          for (int b = 0; b < VB; ++b) {
+            ov[ri][b] = b < nb ? Ops::mul(Ops::load(o_rows[ri] + c + b * L), va) : Ops::zero();
           }
-          for (int64_t b = 0; b < nb; ++b) Ops::store(o + c + b * L, ov[b]);
+        }
+        for (int j = lo; j < hi; ++j) {
+          const float* vrow = kt + j * ld + c;
+          V vj[VB];
+          for (int b = 0; b < VB; ++b) vj[b] = b < nb ? Ops::load(vrow + b * L) : Ops::zero();
+          for (int ri = 0; ri < 4; ++ri) {
+            const V pj = Ops::set1(p_rows[ri * L + j]);
+            for (int b = 0; b < VB; ++b) ov[ri][b] = Ops::fmadd(pj, vj[b], ov[ri][b]);
+          }
+        }
+        for (int ri = 0; ri < nr; ++ri) {  // rows past the end alias row nr - 1: not stored
+          for (int b = 0; b < nb; ++b) Ops::store(o_rows[ri] + c + b * L, ov[ri][b]);
         }
       }
     }

@@ -15,6 +15,9 @@ struct Ops {
   static constexpr int kLanes = 8;
   // Value vectors per register block of the P.V update (4 rows each).
   static constexpr int kValueBlock = 2;
+  // Keys per register block of a 4-row score product (CPU_MLA's Q K^T): 4 x this many
+  // accumulators plus their operands in the ISA's vector registers.
+  static constexpr int kScoreKeyBlock = 2;
   static constexpr bool kHasBf16Dot = false;
 
   static V zero() { return _mm256_setzero_ps(); }

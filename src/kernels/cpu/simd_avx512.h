@@ -15,6 +15,9 @@ struct Ops {
   static constexpr int kLanes = 16;
   // Value vectors per register block of the P.V update (4 rows each).
   static constexpr int kValueBlock = 4;
+  // Keys per register block of a 4-row score product (CPU_MLA's Q K^T): 4 x this many
+  // accumulators plus their operands in the ISA's vector registers.
+  static constexpr int kScoreKeyBlock = 4;
   static constexpr bool kHasBf16Dot = true;
 
   static V zero() { return _mm512_setzero_ps(); }

@@ -186,6 +186,23 @@ TEST(CpuMla, SlidingWindowMatchesReference) {
   }
 }
 
+// The kernel works on blocks of 4 query rows (tokens x heads); head counts that leave a
+// partial block (1, 3, 6 rows per token) take its padded path in the scores and values.
+TEST(CpuMla, HeadCountsThatLeaveAPartialRowBlockMatchReference) {
+  for (int heads : {1, 3, 6}) {
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      MlaCase c;
+      c.requests = {{1, 300}, {5, 70}, {1, 1}, {2, 45}};
+      c.num_heads = heads;
+      c.dtype = dtype;
+      c.kv_dtype = dtype == DType::kFloat32 ? KvCacheDType::kFloat32 : KvCacheDType::kBFloat16;
+      c.seed = static_cast<uint64_t>(heads) * 7 + 3;
+      expect_matches_reference(c,
+                               std::to_string(heads) + " heads " + std::string(to_string(dtype)));
+    }
+  }
+}
+
 TEST(CpuMla, BlockSizesMatchReference) {
   for (int block : {1, 7, 64}) {
     MlaCase c;
