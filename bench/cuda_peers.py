@@ -231,21 +231,33 @@ def paged_cache(s: Shape, x: Inputs, indices: torch.Tensor):
     return tuple(caches)
 
 
+def flashinfer_setup(s: Shape, state: dict, kind: str):
+    """FlashInfer for a wrapper of `kind` ("decode" or "prefill"): the module, and on the
+    shape's first set the page table (indptr, indices, last_page_len; indices kept in
+    state for every set) and a workspace in state; None as the table afterwards."""
+    import flashinfer
+    if s.kind != kind:
+        raise NotImplementedError(f"{kind} wrapper")
+    if "wrapper" in state:
+        return flashinfer, None
+    table = paged_indices(s, state["gen"])
+    state["indices"] = table[1]
+    state["workspace"] = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    return flashinfer, table
+
+
 def flashinfer_decode_peer(tensor_cores: bool):
     def make(s: Shape, x: Inputs, state: dict):
-        import flashinfer
-        if s.kind != "decode":
-            raise NotImplementedError("decode wrapper")
-        if "wrapper" not in state:
-            indptr, indices, last = paged_indices(s, state["gen"])
-            workspace = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        flashinfer, table = flashinfer_setup(s, state, "decode")
+        if table is not None:
+            indptr, indices, last = table
             wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
-                workspace, "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores,
+                state["workspace"], "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores,
                 paged_kv_indptr_buffer=indptr.clone(), paged_kv_indices_buffer=indices.clone(),
                 paged_kv_last_page_len_buffer=last.clone())
             wrapper.plan(indptr, indices, last, s.heads, s.kv_heads, s.head_size, PAGE,
                          q_data_type=torch.bfloat16, kv_data_type=x.k.dtype, sm_scale=x.scale)
-            state.update(wrapper=wrapper, workspace=workspace, indices=indices)
+            state["wrapper"] = wrapper
         wrapper = state["wrapper"]
         cache = paged_cache(s, x, state["indices"])  # every set in the planned page order
         q = x.q[:, 0].contiguous()  # [b, h, d]
@@ -274,20 +286,17 @@ def flashinfer_decode_peer(tensor_cores: bool):
 
 def flashinfer_prefill_peer(backend: str):
     def make(s: Shape, x: Inputs, state: dict):
-        import flashinfer
-        if s.kind != "prefill":
-            raise NotImplementedError("prefill wrapper")
-        if "wrapper" not in state:
-            indptr, indices, last = paged_indices(s, state["gen"])
+        flashinfer, table = flashinfer_setup(s, state, "prefill")
+        if table is not None:
+            indptr, indices, last = table
             qo_indptr = torch.arange(0, s.batch * s.q_len + 1, s.q_len, dtype=torch.int32,
                                      device="cuda")
-            workspace = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-            wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD",
+            wrapper = flashinfer.BatchPrefillWithPagedKVCacheWrapper(state["workspace"], "NHD",
                                                                      backend=backend)
             wrapper.plan(qo_indptr, indptr, indices, last, s.heads, s.kv_heads, s.head_size,
                          PAGE, causal=True, sm_scale=x.scale, q_data_type=torch.bfloat16,
                          kv_data_type=x.k.dtype)
-            state.update(wrapper=wrapper, workspace=workspace, indices=indices)
+            state["wrapper"] = wrapper
         wrapper = state["wrapper"]
         cache = paged_cache(s, x, state["indices"])
         q = x.q.reshape(s.batch * s.q_len, s.heads, s.head_size)

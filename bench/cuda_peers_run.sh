@@ -15,21 +15,15 @@
 # dependencies. bench/cuda_peers.py comes from this checkout. Logs go to OUT, 8 files:
 # summary.txt, tests.log, run.log, bench.log, ours.json, peers.log, peers.json, peers.md.
 set -u
-stage_tar=$1
 out=$2
 peer_tar=${3:-}
 root=$(pwd)
-work=$(mktemp -d)
-tar -C "$work" -xJf "$stage_tar"
-export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}"
-export PYTHONUNBUFFERED=1
-if [ -n "$peer_tar" ]; then
-  mkdir -p "$work/peer"
-  tar -C "$work/peer" -xJf "$peer_tar"
-  export PYTHONPATH="$work/peer"
-fi
 summary=$out/summary.txt
 . "$(dirname "$0")/device_step.sh"
+work=$(unpack_stage "$1" "$peer_tar")
+export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+[ -n "$peer_tar" ] && export PYTHONPATH="$work/peer"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$summary"
 python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())" >>"$summary" 2>&1
 peers="$root/bench/cuda_peers.py"

@@ -9,3 +9,16 @@ step() {
   timeout "$limit" "$@" >>"$out/$log" 2>&1
   echo "== $name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
 }
+
+# unpack_stage STAGE_TAR [PEER_TAR]: unpacks the staged binaries into a new folder, and the
+# peer site folder (if given) into its peer/ subfolder; prints the folder.
+unpack_stage() {
+  local work
+  work=$(mktemp -d)
+  tar -C "$work" -xJf "$1"
+  if [ -n "${2:-}" ]; then
+    mkdir -p "$work/peer"
+    tar -C "$work/peer" -xJf "$2"
+  fi
+  echo "$work"
+}

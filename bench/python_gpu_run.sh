@@ -12,18 +12,15 @@
 # given, unpacks to a site folder holding FlashInfer and its Python dependencies. Logs go to
 # OUT (8 files at most).
 set -u
-stage_tar=$1
 out=$2
 peer_tar=${3:-}
 root=$(pwd)
-work=$(mktemp -d)
-tar -C "$work" -xJf "$stage_tar"
+. "$(dirname "$0")/device_step.sh"
+work=$(unpack_stage "$1" "$peer_tar")
 mkdir -p "$work/site"
 cp -r "$root/python/attnkit" "$work/site/"
 cp "$work"/py/_core*.so "$work/site/attnkit/"
 if [ -n "$peer_tar" ]; then
-  mkdir -p "$work/peer"
-  tar -C "$work/peer" -xJf "$peer_tar"
   export PYTHONPATH="$work/site:$work/peer"
 else
   export PYTHONPATH="$work/site"
@@ -31,7 +28,6 @@ fi
 export LD_LIBRARY_PATH="$work/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export ATTNKIT_CLI="$work/bin/attnkit" PYTHONUNBUFFERED=1
 summary=$out/summary.txt
-. "$(dirname "$0")/device_step.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$summary"
 python3 -c "import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, transformers.__version__)" >>"$summary" 2>&1
 lscpu | grep -E "Model name|^CPU\(s\)" >>"$summary"
