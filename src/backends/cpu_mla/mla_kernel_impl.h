@@ -116,7 +116,7 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
       float* p_rows = prob;  // [4][L]
       int lo = L, hi = 0;    // keys any row of the block sees
       for (int ri = 0; ri < 4; ++ri) {
-        Ops::store(p_rows + ri * L, Ops::zero());
+        Ops::store(p_rows + int64_t{ri} * L, Ops::zero());
         if (ri >= nr) continue;
         const int r = r0 + ri;
         const int t = r / H;
@@ -129,7 +129,7 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
         const V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
         l[r] = l[r] * alpha[ri] + Ops::hsum(pv);
         m[r] = m_new;
-        Ops::store(p_rows + ri * L, pv);
+        Ops::store(p_rows + int64_t{ri} * L, pv);
         lo = std::min(lo, first);
         hi = std::max(hi, end);
       }
@@ -148,20 +148,22 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
         for (int ri = 0; ri < 4; ++ri) {
           const V va = Ops::set1(alpha[ri]);
           for (int b = 0; b < VB; ++b) {
-            ov[ri][b] = b < nb ? Ops::mul(Ops::load(o_rows[ri] + c + b * L), va) : Ops::zero();
+            ov[ri][b] =
+                b < nb ? Ops::mul(Ops::load(o_rows[ri] + c + int64_t{b} * L), va) : Ops::zero();
           }
         }
         for (int j = lo; j < hi; ++j) {
           const float* vrow = kt + j * ld + c;
           V vj[VB];
-          for (int b = 0; b < VB; ++b) vj[b] = b < nb ? Ops::load(vrow + b * L) : Ops::zero();
+          for (int b = 0; b < VB; ++b)
+            vj[b] = b < nb ? Ops::load(vrow + int64_t{b} * L) : Ops::zero();
           for (int ri = 0; ri < 4; ++ri) {
             const V pj = Ops::set1(p_rows[ri * L + j]);
             for (int b = 0; b < VB; ++b) ov[ri][b] = Ops::fmadd(pj, vj[b], ov[ri][b]);
           }
         }
         for (int ri = 0; ri < nr; ++ri) {  // rows past the end alias row nr - 1: not stored
-          for (int b = 0; b < nb; ++b) Ops::store(o_rows[ri] + c + b * L, ov[ri][b]);
+          for (int b = 0; b < nb; ++b) Ops::store(o_rows[ri] + c + int64_t{b} * L, ov[ri][b]);
         }
       }
     }
