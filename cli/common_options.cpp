@@ -28,7 +28,38 @@ CLI::Option* add_attention_config_option(CLI::App& command, std::string& text) {
   return command.add_option(
       "--attention-config", text,
       "Attention config: a JSON file, or JSON text starting with '{' (keys: backend, "
-      "backend_per_kind, override_mode)");
+      "backend_per_kind, override_mode, prefill_backend, decode_backend)");
+}
+
+void add_phase_backend_options(CLI::App& command, PhaseBackendFlags& flags) {
+  command.add_option("--prefill-attention-backend", flags.prefill,
+                     "Backend for the prefill rows of every layer (the attention config's "
+                     "\"prefill_backend\"), or auto");
+  command.add_option("--decode-attention-backend", flags.decode,
+                     "Backend for the decode rows (query length 1) of every layer (the attention "
+                     "config's \"decode_backend\"), or auto");
+}
+
+AttentionConfig apply_phase_backend_flags(AttentionConfig config, const PhaseBackendFlags& flags,
+                                          const BackendRegistry& registry) {
+  const auto apply = [&](const std::string& value, std::optional<std::string>& phase,
+                         std::string_view flag, std::string_view key) {
+    if (value.empty()) return;
+    if (phase) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} {} and the attention config's \"{}\" ({}) are mutually "
+                              "exclusive; give only one of them",
+                              flag, value, key, *phase));
+    }
+    // Parsed as the config key would be, so that names and errors are the same.
+    const AttentionConfig parsed =
+        parse_attention_config(nlohmann::json{{std::string(key), value}}.dump(), registry);
+    phase = key == "prefill_backend" ? parsed.phase_backends.prefill : parsed.phase_backends.decode;
+  };
+  apply(flags.prefill, config.phase_backends.prefill, "--prefill-attention-backend",
+        "prefill_backend");
+  apply(flags.decode, config.phase_backends.decode, "--decode-attention-backend", "decode_backend");
+  return config;
 }
 
 void print_json(const nlohmann::json& document) {

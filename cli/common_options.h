@@ -35,6 +35,18 @@ inline AttentionConfig load_attention_config(const std::string& text,
   return attnkit::load_attention_config(text, registry);
 }
 
+// --prefill-attention-backend NAME / --decode-attention-backend NAME (SGLang's flags): the
+// attention config's global "prefill_backend" / "decode_backend".
+struct PhaseBackendFlags {
+  std::string prefill;
+  std::string decode;
+};
+void add_phase_backend_options(CLI::App& command, PhaseBackendFlags& flags);
+// `config` with the flags applied (each name checked against `registry`). Throws Error when
+// a flag names an unknown backend, or when the config sets the same phase too.
+AttentionConfig apply_phase_backend_flags(AttentionConfig config, const PhaseBackendFlags& flags,
+                                          const BackendRegistry& registry = global_registry());
+
 // Bounds of the numeric flags, checked by CLI11 (`->check(CLI::Range(...))`), so the
 // message names the flag and the bound. They keep every size product in 64 bits and every
 // count in an int; what a machine can hold is checked where the memory is sized.

@@ -26,13 +26,15 @@ struct ExplainOptions {
   std::optional<int> block_size;
   std::string attention_backend;
   std::string attention_config;
+  PhaseBackendFlags phase_backends;
   bool json = false;
 };
 
 // --attention-backend is the config's global "backend" given on its own; both at once,
 // or either with ATTNKIT_ATTENTION_BACKEND, is ambiguous.
 AttentionConfig resolve_attention(const ExplainOptions& o) {
-  AttentionConfig config = load_attention_config(o.attention_config);
+  AttentionConfig config =
+      apply_phase_backend_flags(load_attention_config(o.attention_config), o.phase_backends);
   if (o.attention_backend.empty()) return config;
   if (config.backend_source == BackendSource::kConfig) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -102,10 +104,11 @@ void add_explain_command(CLI::App& app) {
       ->check(CLI::Range(1, kMaxBlockSizeFlag));
   cmd->add_option("--attention-backend", options->attention_backend,
                   "Backend for every layer (the attention config's \"backend\"), or auto");
+  add_phase_backend_options(*cmd, options->phase_backends);
   add_attention_config_option(*cmd, options->attention_config)
       ->description(
           "Attention config: JSON text starting with '{', or a JSON file (FILE or @FILE); keys: "
-          "backend, backend_per_kind, override_mode");
+          "backend, backend_per_kind, override_mode, prefill_backend, decode_backend");
   add_json_flag(*cmd, options->json);
   cmd->callback([options] { run_explain(*options); });
 }

@@ -24,6 +24,7 @@ namespace {
 
 struct RunOptions {
   std::string model = "gemma-3-1b-it";
+  PhaseBackendFlags phase_backends;
   std::string platform;
   int requests = 8;
   std::string prompt_len = "32:128";
@@ -143,7 +144,8 @@ void run(const RunOptions& o, const CLI::App& command) {
   // The runner executes on this machine's CPU; --platform names it explicitly or asks for
   // another one (which the runner rejects with its reason).
   const Platform platform = o.platform.empty() ? cpu_platform() : parse_platform(o.platform);
-  const AttentionConfig attention = load_attention_config(o.attention_config);
+  const AttentionConfig attention =
+      apply_phase_backend_flags(load_attention_config(o.attention_config), o.phase_backends);
   const Selector selector(attention);
 
   RunnerOptions ro;
@@ -279,6 +281,7 @@ void add_run_command(CLI::App& app) {
                   "Verification tolerance (default: by dtype, 1e-3 fp32, 5e-3 fp16, 2e-2 bf16)")
       ->check(positive_finite_number());
   add_attention_config_option(*cmd, o.attention_config);
+  add_phase_backend_options(*cmd, o.phase_backends);
   cmd->add_option("--max-layers-per-kind", o.max_layers_per_kind,
                   "Quick runs: keep at most N layers of each attention kind (0 = all)")
       ->capture_default_str()

@@ -2,6 +2,16 @@
 
 namespace attnkit {
 
+std::string_view to_string(Phase phase) {
+  switch (phase) {
+    case Phase::kPrefill:
+      return "prefill";
+    case Phase::kDecode:
+      return "decode";
+  }
+  return "?";
+}
+
 std::vector<std::string> AttentionBackend::validate(const SelectorConfig& config,
                                                     const Platform& platform) const {
   std::vector<std::string> reasons = validate_capabilities(capabilities(), config, platform);

@@ -1,6 +1,8 @@
 // The JSON form of an Explanation: docs/schemas/explain.schema.json. Programs depend on it:
 // a field removed, renamed or changing type bumps kJsonSchemaVersion (docs/json.md).
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "attnkit/core/json_schema.h"
@@ -47,9 +49,15 @@ nlohmann::json selection_json(const LayerOutcome& o, nlohmann::json& j) {
   j["requested"] = s.requested;
   nlohmann::json rejected = nlohmann::json::object();
   for (const CandidateReport& c : s.candidates) {
-    if (!c.valid()) rejected[c.backend] = c.reasons;
+    if (c.valid()) continue;
+    // A backend may be tried for each phase: "NAME (decode)".
+    rejected[c.phase ? fmt::format("{} ({})", c.backend, to_string(*c.phase)) : c.backend] =
+        c.reasons;
   }
   j["rejected"] = rejected;
+  j["phases"] = s.phases
+                    ? nlohmann::json{{"prefill", s.phases->prefill}, {"decode", s.phases->decode}}
+                    : nlohmann::json(nullptr);
   j["kv_cache_group"] = o.kv_cache_group >= 0 ? nlohmann::json(o.kv_cache_group) : nullptr;
   j["note"] = nullptr;
   return j;
@@ -68,7 +76,7 @@ nlohmann::json layer_json(const LayerOutcome& o) {
     for (const char* key :
          {"kind", "attn_type", "num_heads", "num_kv_heads", "head_size", "head_size_v", "scale",
           "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla", "backend",
-          "chosen_by", "requested", "rejected", "kv_cache_group"}) {
+          "chosen_by", "requested", "rejected", "phases", "kv_cache_group"}) {
       j[key] = nullptr;
     }
     if (l.state && o.selection) {

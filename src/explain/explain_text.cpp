@@ -108,6 +108,18 @@ std::string describe_attention_config(const AttentionConfig& c) {
     }
     out += fmt::format("; backend_per_kind: {}", fmt::join(pairs, ", "));
   }
+  if (c.phase_backends.prefill)
+    out += fmt::format("; prefill_backend {}", *c.phase_backends.prefill);
+  if (c.phase_backends.decode) out += fmt::format("; decode_backend {}", *c.phase_backends.decode);
+  if (!c.phase_backends_per_kind.empty()) {
+    std::vector<std::string> pairs;
+    for (const auto& [kind, phases] : c.phase_backends_per_kind) {
+      pairs.push_back(fmt::format("{} -> prefill {}, decode {}", to_string(kind),
+                                  phases.prefill.value_or("(global)"),
+                                  phases.decode.value_or("(global)")));
+    }
+    out += fmt::format("; per-phase backend_per_kind: {}", fmt::join(pairs, "; "));
+  }
   out += fmt::format("; override_mode {}", to_string(c.override_mode));
   return out;
 }

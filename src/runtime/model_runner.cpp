@@ -103,6 +103,7 @@ void ModelRunner::Impl::select_and_plan(const Selector& selector) {
       g.builders[name] = layer.backend->make_builder(group.spec, layer.params);
     }
     layer.impl = layer.backend->make_impl(layer.params);
+    if (layer.selection->phases) splits_phases = true;
     planned.push_back({layer.spec.index, layer.spec.name, layer.spec.kind, layer.spec.attn_type,
                        layer.selection->backend, std::string(to_string(layer.selection->chosen_by)),
                        layer.group});

@@ -58,6 +58,8 @@ nlohmann::json to_json(const RunReport& r) {
                                  ? nlohmann::json(nullptr)
                                  : nlohmann::json(names_or_dash(g.backends_executed))},
         {"backends_executed", g.backends_executed},
+        {"backends_executed_by_phase",
+         {{"prefill", g.prefill_backends_executed}, {"decode", g.decode_backends_executed}}},
         {"chosen_by", g.chosen_by},
         {"block_size", g.block_size},
         {"kernel_block_size", g.kernel_block_size},
@@ -138,13 +140,19 @@ std::string to_text(const RunReport& r) {
     const std::string planned = names_or_dash(g.backends_planned);
     const std::string executed = names_or_dash(g.backends_executed);
     const bool same = planned == executed;
-    out += fmt::format("  group {}: {:<48} layers {:<14} {} ({}) -> {}{}{}, peak {} blocks\n", g.id,
-                       g.spec, format_layer_ranges(g.layers), planned, g.chosen_by, executed,
-                       same || g.backends_executed.empty() ? "" : "  [differs from the plan]",
-                       g.kernel_block_size != g.block_size && g.kernel_block_size > 0
-                           ? fmt::format(" (kernel blocks of {})", g.kernel_block_size)
-                           : std::string(),
-                       g.blocks_peak);
+    const std::string by_phase = g.prefill_backends_executed == g.decode_backends_executed
+                                     ? std::string()
+                                     : fmt::format(" [prefill rows: {}; decode rows: {}]",
+                                                   names_or_dash(g.prefill_backends_executed),
+                                                   names_or_dash(g.decode_backends_executed));
+    out +=
+        fmt::format("  group {}: {:<48} layers {:<14} {} ({}) -> {}{}{}{}, peak {} blocks\n", g.id,
+                    g.spec, format_layer_ranges(g.layers), planned, g.chosen_by, executed, by_phase,
+                    same || g.backends_executed.empty() ? "" : "  [differs from the plan]",
+                    g.kernel_block_size != g.block_size && g.kernel_block_size > 0
+                        ? fmt::format(" (kernel blocks of {})", g.kernel_block_size)
+                        : std::string(),
+                    g.blocks_peak);
   }
   if (!r.verify) {
     out += "Verification: not requested (--verify checks outputs against dense attention)\n";

@@ -32,6 +32,9 @@ struct ModelRunner::Impl {
     std::map<std::string, std::unique_ptr<MetadataBuilder>> builders;
     bool encoder_pass = false;
     std::set<std::string> executed;
+    // Per phase: the backends that ran the group's prefill rows and its decode rows
+    // (AttentionImpl::phase_backend_name()).
+    std::set<std::string> executed_prefill, executed_decode;
     long forward_calls = 0;
   };
 
@@ -49,6 +52,9 @@ struct ModelRunner::Impl {
   std::unique_ptr<DeviceIo> io;  // where tensors live: host, or the CUDA device
   std::unique_ptr<KvCacheStorage> storage;
   std::vector<Group> groups;
+  // Some layer's backend sends prefill and decode rows to different backends: each step's
+  // batch is then ordered decode requests first.
+  bool splits_phases = false;
 
   Impl(ModelDescription m, const Platform& p, RunnerOptions o)
       : model(std::move(m)),

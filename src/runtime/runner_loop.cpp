@@ -134,6 +134,8 @@ class ModelRunner::Impl::StepLoop {
     }
     for (Impl::Group& g : r_.groups) {
       g.executed.clear();
+      g.executed_prefill.clear();
+      g.executed_decode.clear();
       g.forward_calls = 0;
     }
   }
@@ -142,8 +144,9 @@ class ModelRunner::Impl::StepLoop {
   void run_steps() {
     while (!scheduler_.done()) {
       auto t = Clock::now();
-      const SchedulerStep step = scheduler_.schedule();
-      if (step.empty()) break;
+      const SchedulerStep scheduled = scheduler_.schedule();
+      if (scheduled.empty()) break;
+      const SchedulerStep step = r_.splits_phases ? split_ordered(scheduled) : scheduled;
       collect_rows(step);
       build_group_metadata(step);
       double engine = seconds_since(t);
@@ -152,7 +155,7 @@ class ModelRunner::Impl::StepLoop {
         if (!plans_[static_cast<size_t>(layer.group)].empty()) engine += run_layer(step, layer);
       }
       t = Clock::now();
-      scheduler_.finish_step(step);
+      scheduler_.finish_step(scheduled);
       engine += seconds_since(t);
       report_progress(step, engine);
     }
@@ -180,6 +183,10 @@ class ModelRunner::Impl::StepLoop {
       for (const std::string& why : chosen_by)
         gr.chosen_by += (gr.chosen_by.empty() ? "" : "+") + why;
       gr.backends_executed.assign(r_.groups[g].executed.begin(), r_.groups[g].executed.end());
+      gr.prefill_backends_executed.assign(r_.groups[g].executed_prefill.begin(),
+                                          r_.groups[g].executed_prefill.end());
+      gr.decode_backends_executed.assign(r_.groups[g].executed_decode.begin(),
+                                         r_.groups[g].executed_decode.end());
       gr.block_size = kg.has_cache() ? kg.cache_block_size() : 0;
       gr.kernel_block_size = kg.kernel_block_size;
       gr.blocks_peak = group_peak_[g];
@@ -206,6 +213,33 @@ class ModelRunner::Impl::StepLoop {
   }
 
  private:
+  // The step with its decode chunks (query length <= kDecodeQueryLen) first, each part in
+  // the scheduler's order: the batch order a backend that splits the phases needs
+  // (backend/composite_backend.h). The scheduler keeps its own order for finish_step().
+  static SchedulerStep split_ordered(const SchedulerStep& step) {
+    SchedulerStep out = step;
+    std::stable_partition(out.chunks.begin(), out.chunks.end(),
+                          [](const ScheduledChunk& c) { return c.num_new <= kDecodeQueryLen; });
+    return out;
+  }
+
+  // Which backends ran this forward call, in all and per phase (a phase counts when the
+  // plan has a request of it).
+  static void record_executed(Impl::Group& group, const AttentionImpl& impl,
+                              const CommonAttentionMetadata& common) {
+    group.executed.insert(std::string(impl.backend_name()));
+    bool decode = false, prefill = false;
+    for (int i = 0; i < common.num_reqs; ++i) {
+      const int32_t len = common.query_start_loc[static_cast<size_t>(i) + 1] -
+                          common.query_start_loc[static_cast<size_t>(i)];
+      (len <= kDecodeQueryLen ? decode : prefill) = true;
+    }
+    if (decode) group.executed_decode.insert(std::string(impl.phase_backend_name(Phase::kDecode)));
+    if (prefill) {
+      group.executed_prefill.insert(std::string(impl.phase_backend_name(Phase::kPrefill)));
+    }
+  }
+
   static SchedulerOptions scheduler_options(const RunnerOptions& options, bool one_pass) {
     SchedulerOptions o = options.scheduler;
     if (one_pass) o.chunked_prefill = false;
@@ -324,7 +358,7 @@ class ModelRunner::Impl::StepLoop {
                        plan.common().num_reqs);
     }
     report_.attention_seconds += forward_seconds;
-    r_.groups[g].executed.insert(std::string(layer.impl->backend_name()));
+    record_executed(r_.groups[g], *layer.impl, plan.common());
     report_.output_checksum = fold_bytes(report_.output_checksum, out);
     ++r_.groups[g].forward_calls;
     report_.attention_bytes += bytes_moved(step, layer, num_rows, kv_rows.size());
@@ -369,7 +403,7 @@ class ModelRunner::Impl::StepLoop {
       }
     }
     report_.attention_seconds += forward_seconds;
-    r_.groups[g].executed.insert(std::string(layer.impl->backend_name()));
+    record_executed(r_.groups[g], *layer.impl, plan.common());
     report_.output_checksum = fold_bytes(report_.output_checksum, out);
     ++r_.groups[g].forward_calls;
     // Inputs and outputs, and each request's state read and written once.

@@ -39,6 +39,32 @@ const std::string& expect_string(const nlohmann::json& value, std::string_view w
   return value.get_ref<const std::string&>();
 }
 
+// {"prefill_backend": A, "decode_backend": B}, either key optional.
+PhaseBackends parse_phase_object(const nlohmann::json& value, std::string_view where,
+                                 const BackendRegistry& registry) {
+  PhaseBackends phases;
+  for (const auto& [key, name] : value.items()) {
+    const std::string at = fmt::format("{}['{}']", where, key);
+    if (key == "prefill_backend") {
+      phases.prefill = canonical_choice(expect_string(name, at), registry);
+    } else if (key == "decode_backend") {
+      phases.decode = canonical_choice(expect_string(name, at), registry);
+    } else {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("Unknown key '{}' in {}. Valid keys are: decode_backend, "
+                              "prefill_backend",
+                              key, where));
+    }
+  }
+  if (phases.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} is an empty object: give prefill_backend, decode_backend or "
+                            "both (or a backend name for both phases)",
+                            where));
+  }
+  return phases;
+}
+
 }  // namespace
 
 std::string_view to_string(OverrideMode mode) {
@@ -108,19 +134,36 @@ AttentionConfig parse_attention_config(std::string_view json_text,
                                   kind_text, valid_spellings<KvCacheKind>()));
         }
         const std::string where = fmt::format("backend_per_kind['{}']", kind_text);
-        std::string choice = canonical_choice(expect_string(name, where), registry);
-        if (!config.backend_per_kind.emplace(kind, std::move(choice)).second) {
+        if (config.backend_per_kind.count(kind) > 0 ||
+            config.phase_backends_per_kind.count(kind) > 0) {
           throw Error(ErrorCode::kInvalidArgument,
                       fmt::format("KV cache group kind '{}' appears twice in backend_per_kind",
                                   to_string(kind)));
         }
+        if (name.is_object()) {
+          config.phase_backends_per_kind.emplace(kind, parse_phase_object(name, where, registry));
+        } else if (name.is_string()) {
+          config.backend_per_kind.emplace(kind,
+                                          canonical_choice(name.get<std::string>(), registry));
+        } else {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("Attention config: {} must be a backend name or an object "
+                                  "with prefill_backend and/or decode_backend, got {} {}",
+                                  where, name.type_name(), json_excerpt(name)));
+        }
       }
     } else if (key == "override_mode") {
       config.override_mode = parse_override_mode(expect_string(value, "'override_mode'"));
+    } else if (key == "prefill_backend") {
+      config.phase_backends.prefill =
+          canonical_choice(expect_string(value, "'prefill_backend'"), registry);
+    } else if (key == "decode_backend") {
+      config.phase_backends.decode =
+          canonical_choice(expect_string(value, "'decode_backend'"), registry);
     } else {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("Unknown key '{}' in attention config. Valid keys are: backend, "
-                              "backend_per_kind, override_mode",
+                              "backend_per_kind, decode_backend, override_mode, prefill_backend",
                               key));
     }
   }
@@ -185,8 +228,19 @@ nlohmann::json to_json(const AttentionConfig& config) {
   for (const auto& [kind, name] : config.backend_per_kind) {
     per_kind[std::string(to_string(kind))] = name;
   }
+  const auto phase_json = [](const PhaseBackends& phases) {
+    nlohmann::json o = nlohmann::json::object();
+    if (phases.prefill) o["prefill_backend"] = *phases.prefill;
+    if (phases.decode) o["decode_backend"] = *phases.decode;
+    return o;
+  };
+  for (const auto& [kind, phases] : config.phase_backends_per_kind) {
+    per_kind[std::string(to_string(kind))] = phase_json(phases);
+  }
   out["backend_per_kind"] = per_kind;
   out["override_mode"] = std::string(to_string(config.override_mode));
+  if (config.phase_backends.prefill) out["prefill_backend"] = *config.phase_backends.prefill;
+  if (config.phase_backends.decode) out["decode_backend"] = *config.phase_backends.decode;
   return out;
 }
 

@@ -12,9 +12,16 @@ nlohmann::json optional_json(const std::optional<T>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+bool chosen_for_phase(const SelectionResult& result, const CandidateReport& candidate) {
+  if (!result.phases || !candidate.phase) return false;
+  return candidate.backend ==
+         (*candidate.phase == Phase::kPrefill ? result.phases->prefill : result.phases->decode);
+}
+
 std::string candidate_status(const SelectionResult& result, const CandidateReport& candidate,
                              bool seen_chosen) {
   if (!candidate.valid()) return fmt::format("rejected: {}", fmt::join(candidate.reasons, "; "));
+  if (chosen_for_phase(result, candidate)) return "chosen";
   if (candidate.backend == result.backend && !seen_chosen) return "chosen";
   return "valid (lower priority)";
 }
@@ -30,6 +37,10 @@ std::string to_text(const SelectionResult& result, std::string_view indent) {
     out += fmt::format("; requested {} did not fit", result.requested);
   }
   out += ")\n";
+  if (result.phases) {
+    out += fmt::format("{}  prefill rows -> {}, decode rows -> {} (one KV cache)\n", indent,
+                       result.phases->prefill, result.phases->decode);
+  }
   if (!result.runnable) {
     out += fmt::format("{}  note: this binary cannot run {} there: {}\n", indent, result.backend,
                        result.binary_reason.value_or(""));
@@ -37,9 +48,12 @@ std::string to_text(const SelectionResult& result, std::string_view indent) {
   bool seen_chosen = false;
   for (const CandidateReport& candidate : result.candidates) {
     const std::string status = candidate_status(result, candidate, seen_chosen);
-    if (status == "chosen") seen_chosen = true;
-    out += fmt::format("{}  {:<14} {}{}\n", indent, candidate.backend, status,
-                       candidate.user_choice ? " [user choice]" : "");
+    if (status == "chosen" && !candidate.phase) seen_chosen = true;
+    const std::string tag =
+        candidate.phase ? fmt::format(" [{}{}]", candidate.user_choice ? "user choice, " : "",
+                                      to_string(*candidate.phase))
+                        : std::string(candidate.user_choice ? " [user choice]" : "");
+    out += fmt::format("{}  {:<14} {}{}\n", indent, candidate.backend, status, tag);
     if (candidate.binary_note && candidate.backend != result.backend) {
       out += fmt::format("{}  {:<14} note: {}\n", indent, "", *candidate.binary_note);
     }
@@ -79,15 +93,26 @@ nlohmann::json to_json(const SelectionResult& result) {
                           {"valid", candidate.valid()},
                           {"reasons", candidate.reasons},
                           {"binary_note", optional_json(candidate.binary_note)},
-                          {"user_choice", candidate.user_choice}});
+                          {"user_choice", candidate.user_choice},
+                          {"phase", candidate.phase ? nlohmann::json(to_string(*candidate.phase))
+                                                    : nlohmann::json(nullptr)}});
   }
   return nlohmann::json{
-      {"kind", to_string(result.kind)}, {"config", to_json(result.config)},
-      {"platform", result.platform},    {"platform_is_local", result.platform_is_local},
-      {"backend", result.backend},      {"chosen_by", to_string(result.chosen_by)},
-      {"requested", result.requested},  {"override_mode", to_string(result.override_mode)},
-      {"runnable", result.runnable},    {"binary_reason", optional_json(result.binary_reason)},
-      {"candidates", candidates},       {"warnings", result.warnings},
+      {"kind", to_string(result.kind)},
+      {"config", to_json(result.config)},
+      {"platform", result.platform},
+      {"platform_is_local", result.platform_is_local},
+      {"backend", result.backend},
+      {"chosen_by", to_string(result.chosen_by)},
+      {"requested", result.requested},
+      {"override_mode", to_string(result.override_mode)},
+      {"runnable", result.runnable},
+      {"binary_reason", optional_json(result.binary_reason)},
+      {"candidates", candidates},
+      {"warnings", result.warnings},
+      {"phases", result.phases ? nlohmann::json{{"prefill", result.phases->prefill},
+                                                {"decode", result.phases->decode}}
+                               : nlohmann::json(nullptr)},
   };
 }
 

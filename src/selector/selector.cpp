@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 
+#include "attnkit/backend/composite_backend.h"
 #include "attnkit/core/error.h"
 #include "attnkit/selector/priority.h"
 
@@ -118,6 +120,36 @@ std::pair<std::string, ChosenBy> Selector::choice_for(KvCacheKind kind) const {
   return {std::string(kAutoBackend), ChosenBy::kAuto};
 }
 
+PhaseChoice Selector::phase_choice_for(KvCacheKind kind) const {
+  const auto [base, base_by] = choice_for(kind);
+  const auto object = config_.phase_backends_per_kind.find(kind);
+  const bool kind_named = config_.backend_per_kind.count(kind) > 0;
+  const auto pick = [&](const std::optional<std::string> PhaseBackends::*phase) {
+    if (object != config_.phase_backends_per_kind.end() && (object->second.*phase)) {
+      const std::string& name = *(object->second.*phase);
+      return std::pair{name, name == kAutoBackend ? ChosenBy::kAuto : ChosenBy::kPerKind};
+    }
+    if (!kind_named && (config_.phase_backends.*phase)) {
+      const std::string& name = *(config_.phase_backends.*phase);
+      return std::pair{name, name == kAutoBackend ? ChosenBy::kAuto : ChosenBy::kGlobal};
+    }
+    return std::pair{base, base_by};
+  };
+  const auto [prefill, prefill_by] = pick(&PhaseBackends::prefill);
+  const auto [decode, decode_by] = pick(&PhaseBackends::decode);
+  PhaseChoice out;
+  out.prefill = prefill;
+  out.decode = decode;
+  // The most specific source of the two.
+  for (ChosenBy by : {ChosenBy::kPerKind, ChosenBy::kGlobal, ChosenBy::kEnv}) {
+    if (prefill_by == by || decode_by == by) {
+      out.chosen_by = by;
+      break;
+    }
+  }
+  return out;
+}
+
 size_t Selector::cache_size() const {
   std::lock_guard lock(cache_->mutex);
   return cache_->entries.size();
@@ -125,8 +157,10 @@ size_t Selector::cache_size() const {
 
 std::shared_ptr<const SelectionResult> Selector::select(const SelectorConfig& layer,
                                                         const Platform& platform) const {
-  auto [choice, chosen_by] = choice_for(kind_of(layer));
-  CacheKey key{std::move(choice),    chosen_by,         layer,
+  const PhaseChoice phases = phase_choice_for(kind_of(layer));
+  std::string choice =
+      phases.split() ? composite_name(phases.prefill, phases.decode) : phases.prefill;
+  CacheKey key{std::move(choice),    phases.chosen_by,  layer,
                platform.to_string(), platform.is_local, registry_->generation()};
   std::lock_guard lock(cache_->mutex);
   for (const auto& [cached_key, result] : cache_->entries) {
@@ -145,61 +179,203 @@ SelectionResult Selector::compute(const SelectorConfig& layer, const Platform& p
   result.platform = platform.to_string();
   result.platform_is_local = platform.is_local;
   result.override_mode = config_.override_mode;
-  const auto [choice, chosen_by] = choice_for(result.kind);
+  const PhaseChoice phases = phase_choice_for(result.kind);
+  if (phases.split()) {
+    compute_split(phases, layer, platform, result);
+    return result;
+  }
+  const std::string& choice = phases.prefill;
+  const ChosenBy chosen_by = phases.chosen_by;
   result.requested = choice;
 
-  const CandidateReport* chosen = nullptr;
   if (choice != kAutoBackend) {
     CandidateReport user = evaluate(*registry_, choice, layer, platform);
     user.user_choice = true;
     result.candidates.push_back(std::move(user));
     const CandidateReport& mine = result.candidates.back();
     if (mine.valid()) {
-      chosen = &mine;
       result.chosen_by = chosen_by;
-    } else if (config_.override_mode == OverrideMode::kStrict) {
+      choose(mine, result);
+      return result;
+    }
+    if (config_.override_mode == OverrideMode::kStrict) {
       throw Error(
           ErrorCode::kUnsupported,
           fmt::format("Backend {} (chosen by {}) cannot serve this {}: {}. Set "
                       "override_mode to 'prefer' to fall back to automatic selection.",
                       choice, describe_choice_source(chosen_by, result.kind),
                       describe_layer(layer, result.kind, platform), fmt::join(mine.reasons, "; ")));
-    } else {
-      result.warnings.push_back(
-          fmt::format("Backend {} (chosen by {}) cannot serve this {}: {}; falling back to "
-                      "automatic selection (override_mode 'prefer')",
-                      choice, describe_choice_source(chosen_by, result.kind),
-                      describe_layer(layer, result.kind, platform), fmt::join(mine.reasons, "; ")));
     }
+    result.warnings.push_back(
+        fmt::format("Backend {} (chosen by {}) cannot serve this {}: {}; falling back to "
+                    "automatic selection (override_mode 'prefer')",
+                    choice, describe_choice_source(chosen_by, result.kind),
+                    describe_layer(layer, result.kind, platform), fmt::join(mine.reasons, "; ")));
+  }
+  select_automatically(layer, platform, result);
+  return result;
+}
+
+void Selector::choose(const CandidateReport& chosen, SelectionResult& result) const {
+  result.backend = chosen.backend;
+  result.chosen = registry_->get(result.backend);
+  result.runnable = !chosen.binary_note.has_value();
+  result.binary_reason = chosen.binary_note;
+}
+
+void Selector::select_automatically(const SelectorConfig& layer, const Platform& platform,
+                                    SelectionResult& result) const {
+  const size_t walk_begin = result.candidates.size();
+  for (const std::string& name : priority_list(*registry_, platform, layer)) {
+    result.candidates.push_back(evaluate(*registry_, name, layer, platform));
+  }
+  const auto walk_first = result.candidates.begin() + static_cast<ptrdiff_t>(walk_begin);
+  const auto found = std::find_if(walk_first, result.candidates.end(),
+                                  [](const CandidateReport& c) { return c.valid(); });
+  if (found == result.candidates.end()) {
+    throw Error(ErrorCode::kUnsupported,
+                fmt::format("No attention backend can serve this {}. Candidates:{}",
+                            describe_layer(layer, result.kind, platform),
+                            result.candidates.empty() ? std::string("\n  (none registered)")
+                                                      : list_candidates(result.candidates)));
+  }
+  result.chosen_by = ChosenBy::kAuto;
+  add_block_size_warnings(*registry_, layer, platform,
+                          std::vector<CandidateReport>(walk_first, result.candidates.end()),
+                          found->backend, result.warnings);
+  choose(*found, result);
+}
+
+std::string Selector::phase_source(KvCacheKind kind, Phase phase) const {
+  const auto member = phase == Phase::kPrefill ? &PhaseBackends::prefill : &PhaseBackends::decode;
+  const std::string key = fmt::format("{}_backend", to_string(phase));
+  if (auto it = config_.phase_backends_per_kind.find(kind);
+      it != config_.phase_backends_per_kind.end() && it->second.*member) {
+    return fmt::format("backend_per_kind['{}'].{}", to_string(kind), key);
+  }
+  if (config_.backend_per_kind.count(kind) == 0 && config_.phase_backends.*member) {
+    return fmt::format("the attention config's '{}'", key);
+  }
+  const auto [name, chosen_by] = choice_for(kind);
+  return describe_choice_source(chosen_by, kind);
+}
+
+void Selector::compute_split(const PhaseChoice& choice, const SelectorConfig& layer,
+                             const Platform& platform, SelectionResult& result) const {
+  result.requested = composite_name(choice.prefill, choice.decode);
+  const std::string source = describe_choice_source(choice.chosen_by, result.kind);
+  const std::string what = describe_layer(layer, result.kind, platform);
+  const bool strict = config_.override_mode == OverrideMode::kStrict;
+  constexpr std::array<Phase, 2> kPhases{Phase::kPrefill, Phase::kDecode};
+  std::array<std::string, 2> picked{choice.prefill, choice.decode};  // by kPhases' order
+  std::array<std::optional<std::string>, 2> notes;
+  bool kept_user_choice = false;
+
+  // 1. The phases the user named: each must serve the layer alone.
+  for (size_t i = 0; i < 2; ++i) {
+    if (picked[i] == kAutoBackend) continue;
+    CandidateReport user = evaluate(*registry_, picked[i], layer, platform);
+    user.user_choice = true;
+    user.phase = kPhases[i];
+    if (user.valid()) {
+      kept_user_choice = true;
+      notes[i] = user.binary_note;
+    } else {
+      const std::string message =
+          fmt::format("Backend {} ({} rows, chosen by {}) cannot serve this {}: {}", picked[i],
+                      to_string(kPhases[i]), phase_source(result.kind, kPhases[i]), what,
+                      fmt::join(user.reasons, "; "));
+      if (strict) {
+        throw Error(ErrorCode::kUnsupported,
+                    message +
+                        ". Set override_mode to 'prefer' to fall back to automatic "
+                        "selection.");
+      }
+      result.warnings.push_back(fmt::format(
+          "{}; falling back to automatic selection for {} rows (override_mode 'prefer')", message,
+          to_string(kPhases[i])));
+      picked[i] = kAutoBackend;
+    }
+    result.candidates.push_back(std::move(user));
+  }
+  if (picked[0] == kAutoBackend && picked[1] == kAutoBackend) {
+    select_automatically(layer, platform, result);
+    return;
   }
 
-  if (chosen == nullptr) {
+  // 2. A phase left to automatic selection takes the first valid backend of the priority
+  //    list that pairs with the other phase's.
+  for (size_t i = 0; i < 2; ++i) {
+    if (picked[i] != kAutoBackend) continue;
+    const std::string& other = picked[1 - i];
+    const std::shared_ptr<const AttentionBackend> other_backend = registry_->get(other);
     const size_t walk_begin = result.candidates.size();
     for (const std::string& name : priority_list(*registry_, platform, layer)) {
-      result.candidates.push_back(evaluate(*registry_, name, layer, platform));
+      CandidateReport candidate = evaluate(*registry_, name, layer, platform);
+      candidate.phase = kPhases[i];
+      if (candidate.valid() && name != other) {
+        const std::shared_ptr<const AttentionBackend> mine = registry_->get(name);
+        const std::vector<std::string> pairing =
+            i == 0 ? pairing_reasons(*mine, *other_backend, layer)
+                   : pairing_reasons(*other_backend, *mine, layer);
+        for (const std::string& reason : pairing) {
+          candidate.reasons.push_back(fmt::format("does not pair with {} backend {}: {}",
+                                                  to_string(kPhases[1 - i]), other, reason));
+        }
+      }
+      if (candidate.valid() && picked[i] == kAutoBackend) {
+        picked[i] = name;
+        notes[i] = candidate.binary_note;
+      }
+      result.candidates.push_back(std::move(candidate));
     }
-    const auto walk_first = result.candidates.begin() + static_cast<ptrdiff_t>(walk_begin);
-    const auto found = std::find_if(walk_first, result.candidates.end(),
-                                    [](const CandidateReport& c) { return c.valid(); });
-    if (found == result.candidates.end()) {
+    if (picked[i] == kAutoBackend) {
       throw Error(ErrorCode::kUnsupported,
-                  fmt::format("No attention backend can serve this {}. Candidates:{}",
-                              describe_layer(layer, result.kind, platform),
-                              result.candidates.empty() ? std::string("\n  (none registered)")
-                                                        : list_candidates(result.candidates)));
+                  fmt::format("No attention backend can serve the {} rows of this {} beside {} "
+                              "backend {}. Candidates:{}",
+                              to_string(kPhases[i]), what, to_string(kPhases[1 - i]), other,
+                              list_candidates(std::vector<CandidateReport>(
+                                  result.candidates.begin() + static_cast<ptrdiff_t>(walk_begin),
+                                  result.candidates.end()))));
     }
-    chosen = &*found;
-    result.chosen_by = ChosenBy::kAuto;
-    add_block_size_warnings(*registry_, layer, platform,
-                            std::vector<CandidateReport>(walk_first, result.candidates.end()),
-                            found->backend, result.warnings);
   }
+  result.chosen_by = kept_user_choice ? choice.chosen_by : ChosenBy::kAuto;
 
-  result.backend = chosen->backend;
-  result.chosen = registry_->get(result.backend);
-  result.runnable = !chosen->binary_note.has_value();
-  result.binary_reason = chosen->binary_note;
-  return result;
+  // 3. One backend for both phases after all, or the pair over one KV cache.
+  if (picked[0] == picked[1]) {
+    result.backend = picked[0];
+    result.chosen = registry_->get(picked[0]);
+  } else {
+    std::shared_ptr<const AttentionBackend> composite =
+        make_composite_backend(registry_->get(picked[0]), registry_->get(picked[1]));
+    CandidateReport pair;
+    pair.backend = std::string(composite->name());
+    pair.reasons = composite->validate(layer, platform);
+    pair.user_choice = kept_user_choice;
+    if (!pair.valid()) {
+      const std::string message = fmt::format(
+          "Prefill backend {} and decode backend {} (chosen by {}) cannot share one KV cache "
+          "for this {}: {}",
+          picked[0], picked[1], source, what, fmt::join(pair.reasons, "; "));
+      if (strict) {
+        throw Error(ErrorCode::kUnsupported,
+                    message +
+                        ". Set override_mode to 'prefer' to fall back to automatic "
+                        "selection.");
+      }
+      result.warnings.push_back(message +
+                                "; falling back to automatic selection (override_mode 'prefer')");
+      result.candidates.push_back(std::move(pair));
+      select_automatically(layer, platform, result);
+      return;
+    }
+    result.candidates.push_back(std::move(pair));
+    result.backend = std::string(composite->name());
+    result.chosen = std::move(composite);
+    result.phases = PhasePair{picked[0], picked[1]};
+  }
+  result.binary_reason = notes[0] ? notes[0] : notes[1];
+  result.runnable = !result.binary_reason.has_value();
 }
 
 }  // namespace attnkit

@@ -77,7 +77,7 @@ TEST_F(AttentionConfigTest, NonObjectIsAnError) {
 TEST_F(AttentionConfigTest, UnknownKeyIsAnError) {
   EXPECT_EQ(parse_error(R"({"backends": "CPU_FLASH"})"),
             "Unknown key 'backends' in attention config. Valid keys are: backend, "
-            "backend_per_kind, override_mode");
+            "backend_per_kind, decode_backend, override_mode, prefill_backend");
 }
 
 TEST_F(AttentionConfigTest, BackendMustBeAString) {
@@ -117,7 +117,8 @@ TEST_F(AttentionConfigTest, UnknownKindListsAllNineKindsSorted) {
 
 TEST_F(AttentionConfigTest, PerKindBackendMustBeAKnownString) {
   EXPECT_EQ(parse_error(R"({"backend_per_kind": {"sliding_window": 1}})"),
-            "Attention config: backend_per_kind['sliding_window'] must be a string, got number 1");
+            "Attention config: backend_per_kind['sliding_window'] must be a backend name or an "
+            "object with prefill_backend and/or decode_backend, got number 1");
   EXPECT_EQ(parse_error(R"({"backend_per_kind": {"sliding_window": "NOPE"}})"),
             "Unknown attention backend: 'NOPE'. Valid options are: CPU_FLASH, CUDA_FLASH, "
             "CUDA_MLA, CUDA_PAGED, CUSTOM, REFERENCE");
@@ -288,7 +289,7 @@ TEST_F(LoadAttentionConfigTest, ErrorsInAFileArePrefixedWithItsPath) {
   EXPECT_EQ(error_message([&] { load_attention_config(path, registry_); }),
             path +
                 ": Unknown key 'mode' in attention config. Valid keys are: backend, "
-                "backend_per_kind, override_mode");
+                "backend_per_kind, decode_backend, override_mode, prefill_backend");
 }
 
 TEST_F(LoadAttentionConfigTest, AppliesTheEnvironment) {

@@ -70,11 +70,21 @@ struct ATTNKIT_API KvCacheTensors {
   int block_size = 0;
 };
 
+// The two phases of a step's requests (vLLM's split): decode rows belong to requests whose
+// query length this step is at most kDecodeQueryLen, prefill rows to the others.
+enum class Phase { kPrefill, kDecode };
+inline constexpr int kDecodeQueryLen = 1;
+ATTNKIT_API std::string_view to_string(Phase phase);
+
 class ATTNKIT_API AttentionImpl {
  public:
   virtual ~AttentionImpl() = default;
   // The backend that actually executes this layer (reported by the runtime).
   virtual std::string_view backend_name() const = 0;
+  // The backend that executes this layer's rows of `phase`: backend_name(), except for an
+  // implementation that sends prefill and decode rows to different backends
+  // (backend/composite_backend.h).
+  virtual std::string_view phase_backend_name(Phase /*phase*/) const { return backend_name(); }
   // query [T, num_heads, head_size]; key [T, num_kv_heads, head_size] and value
   // [T, num_kv_heads, head_size_v] are this step's fresh K/V (empty for cross attention
   // steps whose encoder K/V is already cached; MLA: key is the latent, value empty);

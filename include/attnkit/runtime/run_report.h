@@ -27,6 +27,10 @@ struct ATTNKIT_API GroupRunReport {
   // Backends whose implementations actually ran the group's layers (backend_name(),
   // distinct, sorted); empty when no step ran them.
   std::vector<std::string> backends_executed;
+  // The same per phase: the backends that ran the group's prefill rows, and its decode
+  // rows (different for a per-phase composite, backend/composite_backend.h).
+  std::vector<std::string> prefill_backends_executed;
+  std::vector<std::string> decode_backends_executed;
   int block_size = 0;         // cache block size (tokens)
   int kernel_block_size = 0;  // tokens per kernel block
   int blocks_peak = 0;        // most blocks the group held at once

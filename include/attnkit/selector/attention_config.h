@@ -5,16 +5,24 @@
 //   {
 //     "backend": "CPU_FLASH",                       // global choice, or "auto" (default)
 //     "backend_per_kind": {"sliding_window": "REFERENCE", "full_attention": "auto"},
-//     "override_mode": "strict"                      // or "prefer"
+//     "override_mode": "strict",                     // or "prefer"
+//     "prefill_backend": "CPU_FLASH",                // per phase (docs/selection.md)
+//     "decode_backend": "REFERENCE"
 //   }
 // A layer whose kind is in backend_per_kind uses that choice; other layers use the global
-// `backend`, or automatic selection. strict: a chosen backend that cannot serve a layer is
-// an error listing its reasons; prefer: fall back to automatic selection with a warning.
-// The environment variable ATTNKIT_ATTENTION_BACKEND sets the global backend; setting it
-// together with a config `backend` is an error (they are mutually exclusive).
+// `backend`, or automatic selection. Prefill and decode rows of a step may go to different
+// backends over one KV cache (backend/composite_backend.h): "prefill_backend" and
+// "decode_backend" set the phase globally, and a backend_per_kind value may be an object
+// {"prefill_backend": A, "decode_backend": B} (either key may be left out). A phase takes,
+// in order: the kind's object, the kind's plain name (both phases), the global
+// prefill_backend / decode_backend, the global `backend`, automatic selection. strict: a chosen
+// backend that cannot serve a layer is an error listing its reasons; prefer: fall back to automatic
+// selection with a warning. The environment variable ATTNKIT_ATTENTION_BACKEND sets the global
+// backend; setting it together with a config `backend` is an error (they are mutually exclusive).
 
 #include <map>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,6 +44,14 @@ enum class BackendSource {
   kEnv,      // ATTNKIT_ATTENTION_BACKEND
 };
 
+// A backend per phase; nullopt = the phase follows the next, less specific choice.
+struct ATTNKIT_API PhaseBackends {
+  std::optional<std::string> prefill;  // canonical name or "auto"
+  std::optional<std::string> decode;
+  bool empty() const { return !prefill && !decode; }
+  bool operator==(const PhaseBackends&) const = default;
+};
+
 struct ATTNKIT_API AttentionConfig {
   // Canonical (upper-case) backend name, or "auto".
   std::string backend{kAutoBackend};
@@ -43,6 +59,11 @@ struct ATTNKIT_API AttentionConfig {
   // Kind -> canonical backend name or "auto" (automatic for that kind, whatever `backend`).
   std::map<KvCacheKind, std::string> backend_per_kind;
   OverrideMode override_mode = OverrideMode::kStrict;
+  // "prefill_backend" / "decode_backend".
+  PhaseBackends phase_backends;
+  // Kinds whose backend_per_kind value is an object (a kind is in at most one of the two
+  // maps).
+  std::map<KvCacheKind, PhaseBackends> phase_backends_per_kind;
 
   bool operator==(const AttentionConfig&) const = default;
 };

@@ -13,6 +13,13 @@
 // on a CPU machine) selection matches capabilities only and reports the binary's reason as
 // a note, so one can explain what a GPU machine with a full build would choose.
 //
+// Prefill and decode rows may have different choices (AttentionConfig's prefill_backend /
+// decode_backend): each named phase backend must serve the layer alone, a phase left
+// automatic takes the first valid backend of the walk that pairs with the other, and the
+// two must pair over one KV cache (pairing_reasons(), backend/composite_backend.h); the
+// result is then a composite backend and SelectionResult::phases names each. strict/prefer
+// apply per phase and to the pairing as above.
+//
 // Results are cached per distinct (choice, layer config, platform, registry state): the
 // same layer asked twice returns the same result object.
 
@@ -46,13 +53,34 @@ struct ATTNKIT_API CandidateReport {
   std::optional<std::string> binary_note;
   // True for the user's own choice (listed first), false for the automatic walk.
   bool user_choice = false;
+  // When prefill and decode rows go to different backends: the phase this candidate was
+  // tried for (nullopt: both phases, or the pairing of the two, named by composite_name()).
+  std::optional<Phase> phase;
 
   bool valid() const { return reasons.empty(); }
   bool operator==(const CandidateReport&) const = default;
 };
 
+// The backend of each phase, when they differ.
+struct ATTNKIT_API PhasePair {
+  std::string prefill;
+  std::string decode;
+  bool operator==(const PhasePair&) const = default;
+};
+
+// The user's choice for the layers of one kind, per phase ("auto" where none).
+struct ATTNKIT_API PhaseChoice {
+  std::string prefill{kAutoBackend};
+  std::string decode{kAutoBackend};
+  ChosenBy chosen_by = ChosenBy::kAuto;
+  bool split() const { return prefill != decode; }
+};
+
 struct ATTNKIT_API SelectionResult {
-  std::string backend;  // the chosen backend (canonical name)
+  // The chosen backend (canonical name); for a per-phase composite composite_name() of
+  // the two (backend/composite_backend.h), and `phases` names each.
+  std::string backend;
+  std::optional<PhasePair> phases;
   // The chosen backend itself, as the registry held it at selection: what the runtime and
   // explain build from (never looked up again by name).
   std::shared_ptr<const AttentionBackend> chosen;
@@ -88,8 +116,11 @@ class ATTNKIT_API Selector {
                                                 const Platform& platform) const;
 
   // The user's choice for layers of `kind` and where it comes from; {"auto", kAuto} when
-  // the user made none.
+  // the user made none. Phase choices aside (phase_choice_for()).
   std::pair<std::string, ChosenBy> choice_for(KvCacheKind kind) const;
+  // The user's choice per phase for layers of `kind` (AttentionConfig's order: the kind's
+  // phase object, the kind's name, the global prefill/decode_backend, the global backend).
+  PhaseChoice phase_choice_for(KvCacheKind kind) const;
 
   const AttentionConfig& attention_config() const { return config_; }
   const BackendRegistry& registry() const { return *registry_; }
@@ -107,6 +138,15 @@ class ATTNKIT_API Selector {
     bool operator==(const CacheKey&) const = default;
   };
   SelectionResult compute(const SelectorConfig& layer, const Platform& platform) const;
+  // Walks priority_list() and chooses the first valid candidate (Error when none is).
+  void select_automatically(const SelectorConfig& layer, const Platform& platform,
+                            SelectionResult& result) const;
+  void choose(const CandidateReport& chosen, SelectionResult& result) const;
+  // Where the choice of `phase` for layers of `kind` comes from, for messages.
+  std::string phase_source(KvCacheKind kind, Phase phase) const;
+  // A layer whose phases have different choices.
+  void compute_split(const PhaseChoice& choice, const SelectorConfig& layer,
+                     const Platform& platform, SelectionResult& result) const;
 
   // Behind a pointer so that a Selector can be moved (e.g. into an engine's members).
   struct Cache {
