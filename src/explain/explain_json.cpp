@@ -55,6 +55,7 @@ nlohmann::json selection_json(const LayerOutcome& o, nlohmann::json& j) {
         c.reasons;
   }
   j["rejected"] = rejected;
+  j["priority"] = s.priority ? to_json(*s.priority) : nlohmann::json(nullptr);
   j["phases"] = s.phases
                     ? nlohmann::json{{"prefill", s.phases->prefill}, {"decode", s.phases->decode}}
                     : nlohmann::json(nullptr);
@@ -74,9 +75,10 @@ nlohmann::json layer_json(const LayerOutcome& o) {
   };
   if (!l.is_attention) {
     for (const char* key :
-         {"kind", "attn_type", "num_heads", "num_kv_heads", "head_size", "head_size_v", "scale",
-          "sliding_window", "chunk_size", "soft_cap", "sinks", "uses_rope", "mla", "backend",
-          "chosen_by", "requested", "rejected", "phases", "kv_cache_group"}) {
+         {"kind",     "attn_type",      "num_heads",  "num_kv_heads", "head_size", "head_size_v",
+          "scale",    "sliding_window", "chunk_size", "soft_cap",     "sinks",     "uses_rope",
+          "mla",      "backend",        "chosen_by",  "requested",    "rejected",  "phases",
+          "priority", "kv_cache_group"}) {
       j[key] = nullptr;
     }
     if (l.state && o.selection) {

@@ -154,6 +154,18 @@ AttentionConfig parse_attention_config(std::string_view json_text,
       }
     } else if (key == "override_mode") {
       config.override_mode = parse_override_mode(expect_string(value, "'override_mode'"));
+    } else if (key == "priority") {
+      if (!value.is_array()) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("Attention config: 'priority' must be an array of rules "
+                                "{{\"name\", \"when\", \"order\"}}, got {} {}",
+                                value.type_name(), json_excerpt(value)));
+      }
+      const auto canonical = [&](std::string_view name) { return registry.canonical_name(name); };
+      for (size_t i = 0; i < value.size(); ++i) {
+        config.priority.push_back(
+            parse_priority_rule(value[i], fmt::format("priority[{}]", i), canonical));
+      }
     } else if (key == "prefill_backend") {
       config.phase_backends.prefill =
           canonical_choice(expect_string(value, "'prefill_backend'"), registry);
@@ -161,10 +173,11 @@ AttentionConfig parse_attention_config(std::string_view json_text,
       config.phase_backends.decode =
           canonical_choice(expect_string(value, "'decode_backend'"), registry);
     } else {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("Unknown key '{}' in attention config. Valid keys are: backend, "
-                              "backend_per_kind, decode_backend, override_mode, prefill_backend",
-                              key));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("Unknown key '{}' in attention config. Valid keys are: backend, "
+                      "backend_per_kind, decode_backend, override_mode, prefill_backend, priority",
+                      key));
     }
   }
   return config;
@@ -241,6 +254,11 @@ nlohmann::json to_json(const AttentionConfig& config) {
   out["override_mode"] = std::string(to_string(config.override_mode));
   if (config.phase_backends.prefill) out["prefill_backend"] = *config.phase_backends.prefill;
   if (config.phase_backends.decode) out["decode_backend"] = *config.phase_backends.decode;
+  if (!config.priority.empty()) {
+    nlohmann::json rules = nlohmann::json::array();
+    for (const PriorityRule& rule : config.priority) rules.push_back(to_json(rule));
+    out["priority"] = rules;
+  }
   return out;
 }
 

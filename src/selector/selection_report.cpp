@@ -41,6 +41,11 @@ std::string to_text(const SelectionResult& result, std::string_view indent) {
     out += fmt::format("{}  prefill rows -> {}, decode rows -> {} (one KV cache)\n", indent,
                        result.phases->prefill, result.phases->decode);
   }
+  if (result.priority) {
+    out += fmt::format("{}  priority: {} rule '{}' ({}): {}\n", indent,
+                       result.priority->from_config ? "config" : "built-in", result.priority->rule,
+                       result.priority->condition, fmt::join(result.priority->order, ", "));
+  }
   if (!result.runnable) {
     out += fmt::format("{}  note: this binary cannot run {} there: {}\n", indent, result.backend,
                        result.binary_reason.value_or(""));
@@ -110,6 +115,7 @@ nlohmann::json to_json(const SelectionResult& result) {
       {"binary_reason", optional_json(result.binary_reason)},
       {"candidates", candidates},
       {"warnings", result.warnings},
+      {"priority", result.priority ? to_json(*result.priority) : nlohmann::json(nullptr)},
       {"phases", result.phases ? nlohmann::json{{"prefill", result.phases->prefill},
                                                 {"decode", result.phases->decode}}
                                : nlohmann::json(nullptr)},

@@ -226,7 +226,8 @@ void Selector::choose(const CandidateReport& chosen, SelectionResult& result) co
 void Selector::select_automatically(const SelectorConfig& layer, const Platform& platform,
                                     SelectionResult& result) const {
   const size_t walk_begin = result.candidates.size();
-  for (const std::string& name : priority_list(*registry_, platform, layer)) {
+  result.priority = priority_for(*registry_, platform, layer, config_.priority);
+  for (const std::string& name : result.priority->order) {
     result.candidates.push_back(evaluate(*registry_, name, layer, platform));
   }
   const auto walk_first = result.candidates.begin() + static_cast<ptrdiff_t>(walk_begin);
@@ -310,7 +311,8 @@ void Selector::compute_split(const PhaseChoice& choice, const SelectorConfig& la
     const std::string& other = picked[1 - i];
     const std::shared_ptr<const AttentionBackend> other_backend = registry_->get(other);
     const size_t walk_begin = result.candidates.size();
-    for (const std::string& name : priority_list(*registry_, platform, layer)) {
+    result.priority = priority_for(*registry_, platform, layer, config_.priority);
+    for (const std::string& name : result.priority->order) {
       CandidateReport candidate = evaluate(*registry_, name, layer, platform);
       candidate.phase = kPhases[i];
       if (candidate.valid() && name != other) {

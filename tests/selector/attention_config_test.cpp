@@ -77,7 +77,7 @@ TEST_F(AttentionConfigTest, NonObjectIsAnError) {
 TEST_F(AttentionConfigTest, UnknownKeyIsAnError) {
   EXPECT_EQ(parse_error(R"({"backends": "CPU_FLASH"})"),
             "Unknown key 'backends' in attention config. Valid keys are: backend, "
-            "backend_per_kind, decode_backend, override_mode, prefill_backend");
+            "backend_per_kind, decode_backend, override_mode, prefill_backend, priority");
 }
 
 TEST_F(AttentionConfigTest, BackendMustBeAString) {
@@ -289,7 +289,7 @@ TEST_F(LoadAttentionConfigTest, ErrorsInAFileArePrefixedWithItsPath) {
   EXPECT_EQ(error_message([&] { load_attention_config(path, registry_); }),
             path +
                 ": Unknown key 'mode' in attention config. Valid keys are: backend, "
-                "backend_per_kind, decode_backend, override_mode, prefill_backend");
+                "backend_per_kind, decode_backend, override_mode, prefill_backend, priority");
 }
 
 TEST_F(LoadAttentionConfigTest, AppliesTheEnvironment) {

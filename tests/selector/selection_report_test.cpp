@@ -29,6 +29,7 @@ TEST_F(SelectionReportTest, TextListsChosenRejectedAndLowerPriorityCandidates) {
   EXPECT_EQ(to_text(*result, "  "),
             "  sliding_window layer (decoder head_size=128 bfloat16 kv=auto window=512 "
             "soft_cap=30) on cpu: REFERENCE (auto)\n"
+            "    priority: built-in rule 'cpu' (platform=cpu): CPU_FLASH, REFERENCE\n"
             "    CPU_FLASH      rejected: logit soft-capping (30) not supported\n"
             "    REFERENCE      chosen\n");
 }

@@ -7,7 +7,9 @@
 //     "backend_per_kind": {"sliding_window": "REFERENCE", "full_attention": "auto"},
 //     "override_mode": "strict",                     // or "prefer"
 //     "prefill_backend": "CPU_FLASH",                // per phase (docs/selection.md)
-//     "decode_backend": "REFERENCE"
+//     "decode_backend": "REFERENCE",
+//     "priority": [{"name": "gqa", "when": {"gqa_ratio": {"min": 4}},  // priority_rule.h
+//                   "order": ["REFERENCE", "CPU_FLASH"]}]
 //   }
 // A layer whose kind is in backend_per_kind uses that choice; other layers use the global
 // `backend`, or automatic selection. Prefill and decode rows of a step may go to different
@@ -25,10 +27,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "attnkit/core/enums.h"
 #include "attnkit/export.h"
 #include "attnkit/registry/registry.h"
+#include "attnkit/selector/priority_rule.h"
 
 namespace attnkit {
 
@@ -64,6 +68,8 @@ struct ATTNKIT_API AttentionConfig {
   // Kinds whose backend_per_kind value is an object (a kind is in at most one of the two
   // maps).
   std::map<KvCacheKind, PhaseBackends> phase_backends_per_kind;
+  // "priority": rules tried before the built-in ones by automatic selection.
+  std::vector<PriorityRule> priority;
 
   bool operator==(const AttentionConfig&) const = default;
 };

@@ -34,6 +34,7 @@
 #include "attnkit/export.h"
 #include "attnkit/registry/registry.h"
 #include "attnkit/selector/attention_config.h"
+#include "attnkit/selector/priority_rule.h"
 
 namespace attnkit {
 
@@ -92,6 +93,9 @@ struct ATTNKIT_API SelectionResult {
   SelectorConfig config;
   std::string platform;  // Platform::to_string()
   bool platform_is_local = false;
+  // The priority rule that ordered the automatic walk (when it ran; for a per-phase
+  // composite, the walk of the last phase left to it).
+  std::optional<PriorityDecision> priority;
   // The user's choice first (when there is one), then the automatic walk in priority order
   // (only when it ran: no user choice, or a prefer-mode fallback).
   std::vector<CandidateReport> candidates;
