@@ -26,6 +26,11 @@ void add_explain_command(CLI::App& app);
 // drives real steps through the selected backends and reports what ran.
 void add_run_command(CLI::App& app);
 
+// attnkit tune --model M [--platform P] [--dtype D] [--kv-cache-dtype D] [--repeats N]
+// [--tuning-cache FILE] [--json]: times every valid backend of each distinct attention
+// layer on this device and stores the times for "tuned" choices.
+void add_tune_command(CLI::App& app);
+
 // attnkit conformance --backend NAME [--full] [--json]: checks a backend against REFERENCE
 // over the cases its capabilities declare; exits non-zero when one fails.
 void add_conformance_command(CLI::App& app);

@@ -31,6 +31,13 @@ CLI::Option* add_attention_config_option(CLI::App& command, std::string& text) {
       "backend_per_kind, override_mode, prefill_backend, decode_backend)");
 }
 
+CLI::Option* add_tuning_cache_option(CLI::App& command, std::string& path) {
+  return command.add_option(
+      "--tuning-cache", path,
+      "Tuning cache file for \"tuned\" choices; default: ATTNKIT_TUNING_CACHE, else "
+      "$XDG_CACHE_HOME/attnkit/tuning.json or ~/.cache/attnkit/tuning.json");
+}
+
 void add_phase_backend_options(CLI::App& command, PhaseBackendFlags& flags) {
   command.add_option("--prefill-attention-backend", flags.prefill,
                      "Backend for the prefill rows of every layer (the attention config's "

@@ -47,6 +47,10 @@ void add_phase_backend_options(CLI::App& command, PhaseBackendFlags& flags);
 AttentionConfig apply_phase_backend_flags(AttentionConfig config, const PhaseBackendFlags& flags,
                                           const BackendRegistry& registry = global_registry());
 
+// --tuning-cache FILE: the tuning cache "tuned" choices read (and tune/run write); empty =
+// ATTNKIT_TUNING_CACHE, else the per-user default (selector/tuning.h).
+CLI::Option* add_tuning_cache_option(CLI::App& command, std::string& path);
+
 // Bounds of the numeric flags, checked by CLI11 (`->check(CLI::Range(...))`), so the
 // message names the flag and the bound. They keep every size product in 64 bits and every
 // count in an int; what a machine can hold is checked where the memory is sized.

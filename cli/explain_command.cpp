@@ -27,6 +27,7 @@ struct ExplainOptions {
   std::string attention_backend;
   std::string attention_config;
   PhaseBackendFlags phase_backends;
+  std::string tuning_cache;
   bool json = false;
 };
 
@@ -48,13 +49,12 @@ AttentionConfig resolve_attention(const ExplainOptions& o) {
                             "one of them",
                             o.attention_backend, kAttentionBackendEnvVar, config.backend));
   }
-  const bool is_auto =
-      o.attention_backend.size() == kAutoBackend.size() &&
-      std::equal(o.attention_backend.begin(), o.attention_backend.end(), kAutoBackend.begin(),
-                 [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; });
-  config.backend =
-      is_auto ? std::string(kAutoBackend) : global_registry().canonical_name(o.attention_backend);
-  config.backend_source = is_auto ? BackendSource::kDefault : BackendSource::kConfig;
+  // Read as the config key would be ("auto", "tuned" or a backend name).
+  const AttentionConfig given =
+      parse_attention_config(nlohmann::json{{"backend", o.attention_backend}}.dump());
+  config.backend = given.backend;
+  config.backend_source =
+      given.backend == kAutoBackend ? BackendSource::kDefault : BackendSource::kConfig;
   return config;
 }
 
@@ -67,6 +67,7 @@ void run_explain(const ExplainOptions& o) {
   request.kv_cache_dtype = parse<KvCacheDType>(o.kv_cache_dtype);
   request.block_size = o.block_size;  // 1 .. kMaxBlockSizeFlag, checked by CLI11
   request.attention = resolve_attention(o);
+  request.tuning_cache = o.tuning_cache;
   const ModelDescription model = load_model(o.model);
   const Explanation explanation = explain(model, request);
   if (o.json) {
@@ -103,8 +104,9 @@ void add_explain_command(CLI::App& app) {
                   "its backends")
       ->check(CLI::Range(1, kMaxBlockSizeFlag));
   cmd->add_option("--attention-backend", options->attention_backend,
-                  "Backend for every layer (the attention config's \"backend\"), or auto");
+                  "Backend for every layer (the attention config's \"backend\"), auto or tuned");
   add_phase_backend_options(*cmd, options->phase_backends);
+  add_tuning_cache_option(*cmd, options->tuning_cache);
   add_attention_config_option(*cmd, options->attention_config)
       ->description(
           "Attention config: JSON text starting with '{', or a JSON file (FILE or @FILE); keys: "

@@ -33,6 +33,7 @@ int run(int argc, char** argv) {
   attnkit::cli::add_bench_command(app);
   attnkit::cli::add_explain_command(app);
   attnkit::cli::add_run_command(app);
+  attnkit::cli::add_tune_command(app);
   attnkit::cli::add_conformance_command(app);
 
   try {

@@ -14,6 +14,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/model/model_limits.h"
 #include "attnkit/model/model_loader.h"
+#include "attnkit/runtime/backend_timer.h"
 #include "attnkit/runtime/model_runner.h"
 #include "attnkit/selector/selector.h"
 #include "commands.h"
@@ -25,6 +26,7 @@ namespace {
 struct RunOptions {
   std::string model = "gemma-3-1b-it";
   PhaseBackendFlags phase_backends;
+  std::string tuning_cache;
   std::string platform;
   int requests = 8;
   std::string prompt_len = "32:128";
@@ -146,7 +148,8 @@ void run(const RunOptions& o, const CLI::App& command) {
   const Platform platform = o.platform.empty() ? cpu_platform() : parse_platform(o.platform);
   const AttentionConfig attention =
       apply_phase_backend_flags(load_attention_config(o.attention_config), o.phase_backends);
-  const Selector selector(attention);
+  // A "tuned" choice measures what the tuning cache lacks on first use, and saves it.
+  const Selector selector(attention, global_registry(), make_measuring_tuning(o.tuning_cache));
 
   RunnerOptions ro;
   if (!o.dtype.empty()) ro.dtype = parse<DType>(o.dtype);
@@ -282,6 +285,7 @@ void add_run_command(CLI::App& app) {
       ->check(positive_finite_number());
   add_attention_config_option(*cmd, o.attention_config);
   add_phase_backend_options(*cmd, o.phase_backends);
+  add_tuning_cache_option(*cmd, o.tuning_cache);
   cmd->add_option("--max-layers-per-kind", o.max_layers_per_kind,
                   "Quick runs: keep at most N layers of each attention kind (0 = all)")
       ->capture_default_str()

@@ -22,6 +22,7 @@ std::optional<Platform> local_cuda_platform(int device) {
   p.cc_major = prop.major;
   p.cc_minor = prop.minor;
   p.device_name = prop.name;
+  p.sm_count = prop.multiProcessorCount;
   p.is_local = true;
   return p;
 #else

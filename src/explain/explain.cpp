@@ -35,7 +35,10 @@ Explanation explain(const ModelDescription& model, const ExplainRequest& request
   for (const std::string& w : model.warnings) add_distinct(out.warnings, w);
 
   // 1. The start-up plan `attnkit run` makes: selection per layer, then the KV cache.
-  const Selector selector(request.attention, registry);
+  const Selector selector(
+      request.attention, registry,
+      std::make_shared<const Tuning>(request.tuning_cache.empty() ? default_tuning_cache_path()
+                                                                  : request.tuning_cache));
   StartupPlan plan = plan_startup(model, {out.dtype, out.kv_cache_dtype, request.block_size},
                                   request.platform, selector);
   for (const std::string& w : plan.warnings) add_distinct(out.warnings, w);

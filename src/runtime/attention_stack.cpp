@@ -14,6 +14,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/kv_cache/kv_cache_manager.h"
 #include "attnkit/kv_cache/kv_cache_storage.h"
+#include "attnkit/runtime/backend_timer.h"
 #include "attnkit/selector/layer_config.h"
 #include "attnkit/selector/startup_plan.h"
 #include "runtime/device_io.h"
@@ -91,7 +92,8 @@ struct AttentionStack::Impl {
       : model(m),
         options(o),
         dtype(resolve_model_dtype(o.dtype, m, o.platform)),
-        selector(o.attention) {}
+        selector(o.attention, o.registry != nullptr ? *o.registry : global_registry(),
+                 o.tuning != nullptr ? o.tuning : make_measuring_tuning()) {}
 
   size_t slot_of(int layer_index) const {
     if (layer_index >= 0 && layer_index < static_cast<int>(layer_slot.size()) &&

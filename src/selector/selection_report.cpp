@@ -46,6 +46,19 @@ std::string to_text(const SelectionResult& result, std::string_view indent) {
                        result.priority->from_config ? "config" : "built-in", result.priority->rule,
                        result.priority->condition, fmt::join(result.priority->order, ", "));
   }
+  if (result.tuning) {
+    out += fmt::format("{}  tuned: {}\n", indent, result.tuning->why);
+    for (const CandidateTiming& t : result.tuning->timings) {
+      std::vector<std::string> buckets;
+      for (const auto& [bucket, us] : t.median_us)
+        buckets.push_back(fmt::format("{} {:.1f} us", bucket, us));
+      out += fmt::format("{}    {:<14} {:>10.1f} us total ({}){}\n", indent, t.backend, t.total_us,
+                         fmt::join(buckets, ", "), t.measured_now ? " [measured now]" : "");
+    }
+    for (const std::string& note : result.tuning->notes) {
+      out += fmt::format("{}    note: {}\n", indent, note);
+    }
+  }
   if (!result.runnable) {
     out += fmt::format("{}  note: this binary cannot run {} there: {}\n", indent, result.backend,
                        result.binary_reason.value_or(""));
@@ -115,6 +128,7 @@ nlohmann::json to_json(const SelectionResult& result) {
       {"binary_reason", optional_json(result.binary_reason)},
       {"candidates", candidates},
       {"warnings", result.warnings},
+      {"tuning", result.tuning ? to_json(*result.tuning) : nlohmann::json(nullptr)},
       {"priority", result.priority ? to_json(*result.priority) : nlohmann::json(nullptr)},
       {"phases", result.phases ? nlohmann::json{{"prefill", result.phases->prefill},
                                                 {"decode", result.phases->decode}}

@@ -41,6 +41,7 @@ std::string describe_choice_source(ChosenBy chosen_by, KvCacheKind kind) {
       return "the attention config's 'backend'";
     case ChosenBy::kEnv:
       return kAttentionBackendEnvVar;
+    case ChosenBy::kTuned:
     case ChosenBy::kAuto:
       break;
   }
@@ -101,12 +102,18 @@ std::string_view to_string(ChosenBy chosen_by) {
       return "per_kind";
     case ChosenBy::kEnv:
       return "env";
+    case ChosenBy::kTuned:
+      return "tuned";
   }
   return "?";
 }
 
-Selector::Selector(AttentionConfig config, const BackendRegistry& registry)
-    : config_(std::move(config)), registry_(&registry), cache_(std::make_unique<Cache>()) {}
+Selector::Selector(AttentionConfig config, const BackendRegistry& registry,
+                   std::shared_ptr<const Tuning> tuning)
+    : config_(std::move(config)),
+      registry_(&registry),
+      tuning_(std::move(tuning)),
+      cache_(std::make_unique<Cache>()) {}
 
 std::pair<std::string, ChosenBy> Selector::choice_for(KvCacheKind kind) const {
   if (auto it = config_.backend_per_kind.find(kind); it != config_.backend_per_kind.end()) {
@@ -187,6 +194,10 @@ SelectionResult Selector::compute(const SelectorConfig& layer, const Platform& p
   const std::string& choice = phases.prefill;
   const ChosenBy chosen_by = phases.chosen_by;
   result.requested = choice;
+  if (choice == kTunedBackend) {
+    select_tuned(layer, platform, result);
+    return result;
+  }
 
   if (choice != kAutoBackend) {
     CandidateReport user = evaluate(*registry_, choice, layer, platform);
@@ -221,6 +232,58 @@ void Selector::choose(const CandidateReport& chosen, SelectionResult& result) co
   result.chosen = registry_->get(result.backend);
   result.runnable = !chosen.binary_note.has_value();
   result.binary_reason = chosen.binary_note;
+}
+
+void Selector::select_tuned(const SelectorConfig& layer, const Platform& platform,
+                            SelectionResult& result) const {
+  select_automatically(layer, platform, result);  // every candidate validated; the fallback
+  std::vector<std::shared_ptr<const AttentionBackend>> valid;
+  for (const CandidateReport& c : result.candidates) {
+    if (c.valid() && !c.binary_note) valid.push_back(registry_->get(c.backend));
+  }
+  TuningReport report;
+  const std::shared_ptr<const Tuning> tuning =
+      tuning_ != nullptr ? tuning_ : std::make_shared<const Tuning>();
+  if (!platform.is_local) {
+    report.cache_path = tuning->cache_path();
+    report.why = fmt::format(
+        "{} is only described: timings are of this machine's devices; "
+        "automatic selection ({}) stands",
+        platform.to_string(), result.backend);
+  } else if (layer.state || layer.use_mla || layer.attn_type != AttentionType::kDecoder) {
+    report.cache_path = tuning->cache_path();
+    report.why = fmt::format(
+        "tuning times decoder self-attention layers (not MLA, state, "
+        "encoder or cross attention layers); automatic selection ({}) "
+        "stands",
+        result.backend);
+  } else {
+    tuning->time_candidates(valid, layer, platform, report);
+    if (!report.timings.empty() && report.timings.size() == valid.size()) {
+      const CandidateTiming& best = report.timings.front();
+      if (report.timings.size() == 1) {
+        report.why = fmt::format("{} is the only valid backend ({:.1f} us over {} buckets)",
+                                 best.backend, best.total_us, best.median_us.size());
+      } else {
+        const CandidateTiming& next = report.timings[1];
+        report.why = fmt::format(
+            "{} is fastest: {:.1f} us over {} buckets against {:.1f} us for {} ({:.2f}x)",
+            best.backend, best.total_us, best.median_us.size(), next.total_us, next.backend,
+            best.total_us > 0 ? next.total_us / best.total_us : 0.0);
+      }
+      const auto it =
+          std::find_if(result.candidates.begin(), result.candidates.end(),
+                       [&](const CandidateReport& c) { return c.backend == best.backend; });
+      choose(*it, result);
+      result.chosen_by = ChosenBy::kTuned;
+    } else {
+      report.why = fmt::format(
+          "not every valid backend has a time for this device and binary in {}: automatic "
+          "selection ({}) stands; `attnkit tune` measures them",
+          tuning->cache_path(), result.backend);
+    }
+  }
+  result.tuning = std::move(report);
 }
 
 void Selector::select_automatically(const SelectorConfig& layer, const Platform& platform,

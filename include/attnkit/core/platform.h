@@ -41,6 +41,8 @@ struct ATTNKIT_API Platform {
   int cc_major = 0;
   int cc_minor = 0;
   std::string device_name;
+  // CUDA: streaming multiprocessors of the device (0 when described).
+  int sm_count = 0;
   // True when this platform is a real device on this machine (not only described).
   bool is_local = false;
 

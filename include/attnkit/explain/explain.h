@@ -27,6 +27,9 @@ struct ATTNKIT_API ExplainRequest {
   KvCacheDType kv_cache_dtype = KvCacheDType::kAuto;
   std::optional<int> block_size;  // the user's cache block size, if any
   AttentionConfig attention;      // ATTNKIT_ATTENTION_BACKEND already applied
+  // Where "tuned" choices read their timings (nothing is measured by explain); empty =
+  // default_tuning_cache_path() (selector/tuning.h).
+  std::string tuning_cache;
 };
 
 struct ATTNKIT_API LayerOutcome {

@@ -56,6 +56,11 @@ struct ATTNKIT_API AttentionStackOptions {
   StepLimits limits{256, 8192, 0, 8192};
   // forward()'s checked mode (backend/forward_check.h); nullopt = the process default.
   std::optional<bool> checked;
+  // Where backend names are looked up; nullptr = global_registry(). Must outlive the stack.
+  const BackendRegistry* registry = nullptr;
+  // Serves "tuned" choices; nullptr = the default tuning cache with this runtime's timer,
+  // which measures what the cache lacks (runtime/backend_timer.h).
+  std::shared_ptr<const Tuning> tuning;
 };
 
 // One attention layer of the stack.

@@ -3,7 +3,7 @@
 //
 // JSON form (every key optional; unknown keys are errors):
 //   {
-//     "backend": "CPU_FLASH",                       // global choice, or "auto" (default)
+//     "backend": "CPU_FLASH",                       // a name, "auto" (default) or "tuned"
 //     "backend_per_kind": {"sliding_window": "REFERENCE", "full_attention": "auto"},
 //     "override_mode": "strict",                     // or "prefer"
 //     "prefill_backend": "CPU_FLASH",                // per phase (docs/selection.md)
@@ -37,6 +37,8 @@
 namespace attnkit {
 
 inline constexpr std::string_view kAutoBackend = "auto";
+// Measured choice: the fastest valid backend on this device (selector/tuning.h).
+inline constexpr std::string_view kTunedBackend = "tuned";
 inline constexpr const char* kAttentionBackendEnvVar = "ATTNKIT_ATTENTION_BACKEND";
 
 enum class OverrideMode { kStrict, kPrefer };

@@ -35,6 +35,7 @@
 #include "attnkit/registry/registry.h"
 #include "attnkit/selector/attention_config.h"
 #include "attnkit/selector/priority_rule.h"
+#include "attnkit/selector/tuning.h"
 
 namespace attnkit {
 
@@ -44,6 +45,7 @@ enum class ChosenBy {
   kGlobal,   // the attention config's global "backend"
   kPerKind,  // the attention config's backend_per_kind for this layer's kind
   kEnv,      // ATTNKIT_ATTENTION_BACKEND
+  kTuned,    // "tuned": the fastest valid backend by measurement (SelectionResult::tuning)
 };
 
 struct ATTNKIT_API CandidateReport {
@@ -96,6 +98,9 @@ struct ATTNKIT_API SelectionResult {
   // The priority rule that ordered the automatic walk (when it ran; for a per-phase
   // composite, the walk of the last phase left to it).
   std::optional<PriorityDecision> priority;
+  // "tuned": every valid candidate's measured times and why the winner won (or why the
+  // automatic choice stands).
+  std::optional<TuningReport> tuning;
   // The user's choice first (when there is one), then the automatic walk in priority order
   // (only when it ran: no user choice, or a prefer-mode fallback).
   std::vector<CandidateReport> candidates;
@@ -110,8 +115,11 @@ class ATTNKIT_API Selector {
  public:
   // `config` should already carry ATTNKIT_ATTENTION_BACKEND (apply_backend_env). The
   // registry must outlive the selector.
+  // `tuning` serves "tuned" choices; nullptr = read the default tuning cache only (nothing
+  // is measured).
   explicit Selector(AttentionConfig config = {},
-                    const BackendRegistry& registry = global_registry());
+                    const BackendRegistry& registry = global_registry(),
+                    std::shared_ptr<const Tuning> tuning = nullptr);
 
   // Selects the backend of one layer. Throws Error(kUnsupported) when the user's choice
   // cannot serve it in strict mode (listing its reasons), or when no candidate can
@@ -128,6 +136,7 @@ class ATTNKIT_API Selector {
 
   const AttentionConfig& attention_config() const { return config_; }
   const BackendRegistry& registry() const { return *registry_; }
+  const std::shared_ptr<const Tuning>& tuning() const { return tuning_; }
   // Distinct results computed so far (for tests of the cache).
   size_t cache_size() const;
 
@@ -146,6 +155,9 @@ class ATTNKIT_API Selector {
   void select_automatically(const SelectorConfig& layer, const Platform& platform,
                             SelectionResult& result) const;
   void choose(const CandidateReport& chosen, SelectionResult& result) const;
+  // "tuned": the automatic walk, then the fastest of its valid candidates.
+  void select_tuned(const SelectorConfig& layer, const Platform& platform,
+                    SelectionResult& result) const;
   // Where the choice of `phase` for layers of `kind` comes from, for messages.
   std::string phase_source(KvCacheKind kind, Phase phase) const;
   // A layer whose phases have different choices.
@@ -160,6 +172,7 @@ class ATTNKIT_API Selector {
 
   AttentionConfig config_;
   const BackendRegistry* registry_;
+  std::shared_ptr<const Tuning> tuning_;
   std::unique_ptr<Cache> cache_;
 };
 
