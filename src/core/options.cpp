@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kSwitchValues = "1, 0, on, off, true, false";
 
-constexpr std::array<OptionInfo, 8> kOptions{{
+constexpr std::array<OptionInfo, 9> kOptions{{
     {Option::kAttentionBackend, "ATTNKIT_ATTENTION_BACKEND", "unset (automatic selection)",
      "a registered backend name (case-insensitive)",
      "Forces the global attention backend; an error together with a config's backend."},
@@ -37,6 +37,9 @@ constexpr std::array<OptionInfo, 8> kOptions{{
      kSwitchValues,
      "Fills fresh host tensors and host buffers with 0xFF bytes (NaN), so a reader of "
      "unwritten memory fails every time; the test presets turn it on."},
+    {Option::kTuningCache, "ATTNKIT_TUNING_CACHE",
+     "$XDG_CACHE_HOME/attnkit/tuning.json, else ~/.cache/attnkit/tuning.json", "a file path",
+     "Where \"tuned\" backend choices keep their timings; --tuning-cache overrides it."},
 }};
 // option_info() indexes kOptions by the enum.
 static_assert([] {

@@ -14,6 +14,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/json_text.h"
+#include "attnkit/core/options.h"
 #include "attnkit/kernels/cpu_isa.h"
 #include "attnkit/selector/selection_report.h"
 
@@ -103,9 +104,7 @@ TuningKey local_tuning_key(const Platform& platform) {
 }
 
 std::string default_tuning_cache_path() {
-  if (const char* env = std::getenv(kTuningCacheEnvVar); env != nullptr && *env != '\0') {
-    return env;
-  }
+  if (std::optional<std::string> path = option_text(Option::kTuningCache)) return *path;
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
     return (std::filesystem::path(xdg) / "attnkit" / "tuning.json").string();
   }

@@ -27,6 +27,7 @@ enum class Option {
   kCudaFlashWgmma,       // ATTNKIT_CUDA_FLASH_WGMMA: CUDA_FLASH's sm_90a wgmma prefill
   kCudaMlaSm90Tiles,     // ATTNKIT_CUDA_MLA_SM90_TILES: CUDA_MLA's sm_90 large-row tiles
   kPoisonMemory,         // ATTNKIT_POISON_MEMORY: fresh host memory filled with NaN bytes
+  kTuningCache,          // ATTNKIT_TUNING_CACHE: the file of "tuned" backend timings
 };
 
 struct ATTNKIT_API OptionInfo {
