@@ -32,21 +32,6 @@ std::string canonical_choice(std::string_view name, const BackendRegistry& regis
   return registry.canonical_name(name);
 }
 
-// A phase key's value: as canonical_choice(), but not "tuned", which picks one backend for
-// both phases.
-std::string canonical_phase_choice(std::string_view name, std::string_view where,
-                                   const BackendRegistry& registry) {
-  std::string choice = canonical_choice(name, registry);
-  if (choice == kTunedBackend) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("Attention config: {} cannot be 'tuned': tuning picks one backend "
-                            "for both phases; use it in 'backend' or in backend_per_kind, or "
-                            "name a backend (or auto) per phase",
-                            where));
-  }
-  return choice;
-}
-
 const std::string& expect_string(const nlohmann::json& value, std::string_view where) {
   if (!value.is_string()) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -63,9 +48,9 @@ PhaseBackends parse_phase_object(const nlohmann::json& value, std::string_view w
   for (const auto& [key, name] : value.items()) {
     const std::string at = fmt::format("{}['{}']", where, key);
     if (key == "prefill_backend") {
-      phases.prefill = canonical_phase_choice(expect_string(name, at), at, registry);
+      phases.prefill = canonical_choice(expect_string(name, at), registry);
     } else if (key == "decode_backend") {
-      phases.decode = canonical_phase_choice(expect_string(name, at), at, registry);
+      phases.decode = canonical_choice(expect_string(name, at), registry);
     } else {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("Unknown key '{}' in {}. Valid keys are: decode_backend, "
@@ -184,11 +169,11 @@ AttentionConfig parse_attention_config(std::string_view json_text,
             parse_priority_rule(value[i], fmt::format("priority[{}]", i), canonical));
       }
     } else if (key == "prefill_backend") {
-      config.phase_backends.prefill = canonical_phase_choice(
-          expect_string(value, "'prefill_backend'"), "'prefill_backend'", registry);
+      config.phase_backends.prefill =
+          canonical_choice(expect_string(value, "'prefill_backend'"), registry);
     } else if (key == "decode_backend") {
-      config.phase_backends.decode = canonical_phase_choice(
-          expect_string(value, "'decode_backend'"), "'decode_backend'", registry);
+      config.phase_backends.decode =
+          canonical_choice(expect_string(value, "'decode_backend'"), registry);
     } else {
       throw Error(
           ErrorCode::kInvalidArgument,

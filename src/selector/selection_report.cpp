@@ -12,6 +12,13 @@ nlohmann::json optional_json(const std::optional<T>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+std::vector<const TuningReport*> tuning_reports(const SelectionResult& result) {
+  std::vector<const TuningReport*> out;
+  if (result.tuning) out.push_back(&*result.tuning);
+  for (const TuningReport& t : result.phase_tuning) out.push_back(&t);
+  return out;
+}
+
 bool chosen_for_phase(const SelectionResult& result, const CandidateReport& candidate) {
   if (!result.phases || !candidate.phase) return false;
   return candidate.backend ==
@@ -34,7 +41,9 @@ std::string to_text(const SelectionResult& result, std::string_view indent) {
                                 result.platform_is_local ? "" : " (described)", result.backend,
                                 to_string(result.chosen_by));
   if (result.requested != kAutoBackend && result.chosen_by == ChosenBy::kAuto) {
-    out += fmt::format("; requested {} did not fit", result.requested);
+    const bool untimed = result.tuning || !result.phase_tuning.empty();
+    out += fmt::format("; requested {} {}", result.requested,
+                       untimed ? "without the times to decide" : "did not fit");
   }
   out += ")\n";
   if (result.phases) {
@@ -46,16 +55,19 @@ std::string to_text(const SelectionResult& result, std::string_view indent) {
                        result.priority->from_config ? "config" : "built-in", result.priority->rule,
                        result.priority->condition, fmt::join(result.priority->order, ", "));
   }
-  if (result.tuning) {
-    out += fmt::format("{}  tuned: {}\n", indent, result.tuning->why);
-    for (const CandidateTiming& t : result.tuning->timings) {
+  for (const TuningReport* tuning : tuning_reports(result)) {
+    out += fmt::format("{}  tuned{}: {}\n", indent,
+                       tuning->phase ? fmt::format(" ({} rows)", to_string(*tuning->phase)) : "",
+                       tuning->why);
+    for (const CandidateTiming& t : tuning->timings) {
       std::vector<std::string> buckets;
-      for (const auto& [bucket, us] : t.median_us)
+      for (const auto& [bucket, us] : t.median_us) {
         buckets.push_back(fmt::format("{} {:.1f} us", bucket, us));
+      }
       out += fmt::format("{}    {:<14} {:>10.1f} us total ({}){}\n", indent, t.backend, t.total_us,
                          fmt::join(buckets, ", "), t.measured_now ? " [measured now]" : "");
     }
-    for (const std::string& note : result.tuning->notes) {
+    for (const std::string& note : tuning->notes) {
       out += fmt::format("{}    note: {}\n", indent, note);
     }
   }
@@ -105,6 +117,8 @@ nlohmann::json to_json(const SelectorConfig& config) {
 }
 
 nlohmann::json to_json(const SelectionResult& result) {
+  nlohmann::json phase_tuning = nlohmann::json::array();
+  for (const TuningReport& t : result.phase_tuning) phase_tuning.push_back(to_json(t));
   nlohmann::json candidates = nlohmann::json::array();
   for (const CandidateReport& candidate : result.candidates) {
     candidates.push_back({{"backend", candidate.backend},
@@ -129,6 +143,7 @@ nlohmann::json to_json(const SelectionResult& result) {
       {"candidates", candidates},
       {"warnings", result.warnings},
       {"tuning", result.tuning ? to_json(*result.tuning) : nlohmann::json(nullptr)},
+      {"phase_tuning", phase_tuning},
       {"priority", result.priority ? to_json(*result.priority) : nlohmann::json(nullptr)},
       {"phases", result.phases ? nlohmann::json{{"prefill", result.phases->prefill},
                                                 {"decode", result.phases->decode}}

@@ -147,6 +147,14 @@ PhaseChoice Selector::phase_choice_for(KvCacheKind kind) const {
   PhaseChoice out;
   out.prefill = prefill;
   out.decode = decode;
+  // "tuned" from a phase key tunes each phase on its own buckets (a composite when the
+  // phases' fastest differ), also when both phases say "tuned".
+  const bool phase_key_tuned =
+      (object != config_.phase_backends_per_kind.end() &&
+       (object->second.prefill == kTunedBackend || object->second.decode == kTunedBackend)) ||
+      (!kind_named && (config_.phase_backends.prefill == kTunedBackend ||
+                       config_.phase_backends.decode == kTunedBackend));
+  out.tuned_per_phase = phase_key_tuned && (prefill == kTunedBackend || decode == kTunedBackend);
   // The most specific source of the two.
   for (ChosenBy by : {ChosenBy::kPerKind, ChosenBy::kGlobal, ChosenBy::kEnv}) {
     if (prefill_by == by || decode_by == by) {
@@ -165,8 +173,9 @@ size_t Selector::cache_size() const {
 std::shared_ptr<const SelectionResult> Selector::select(const SelectorConfig& layer,
                                                         const Platform& platform) const {
   const PhaseChoice phases = phase_choice_for(kind_of(layer));
-  std::string choice =
-      phases.split() ? composite_name(phases.prefill, phases.decode) : phases.prefill;
+  std::string choice = phases.split() || phases.tuned_per_phase
+                           ? composite_name(phases.prefill, phases.decode)
+                           : phases.prefill;
   CacheKey key{std::move(choice),    phases.chosen_by,  layer,
                platform.to_string(), platform.is_local, registry_->generation()};
   std::lock_guard lock(cache_->mutex);
@@ -187,7 +196,7 @@ SelectionResult Selector::compute(const SelectorConfig& layer, const Platform& p
   result.platform_is_local = platform.is_local;
   result.override_mode = config_.override_mode;
   const PhaseChoice phases = phase_choice_for(result.kind);
-  if (phases.split()) {
+  if (phases.split() || phases.tuned_per_phase) {
     compute_split(phases, layer, platform, result);
     return result;
   }
@@ -234,6 +243,53 @@ void Selector::choose(const CandidateReport& chosen, SelectionResult& result) co
   result.binary_reason = chosen.binary_note;
 }
 
+TuningReport Selector::tune(const std::vector<std::shared_ptr<const AttentionBackend>>& valid,
+                            const SelectorConfig& layer, const Platform& platform,
+                            std::optional<Phase> phase, const std::string& fallback) const {
+  TuningReport report;
+  report.phase = phase;
+  const std::shared_ptr<const Tuning> tuning =
+      tuning_ != nullptr ? tuning_ : std::make_shared<const Tuning>();
+  report.cache_path = tuning->cache_path();
+  if (!platform.is_local) {
+    report.why = fmt::format(
+        "{} is only described: timings are of this machine's devices; "
+        "automatic selection ({}) stands",
+        platform.to_string(), fallback);
+    return report;
+  }
+  if (layer.state || layer.use_mla || layer.attn_type != AttentionType::kDecoder) {
+    report.why = fmt::format(
+        "tuning times decoder self-attention layers (not MLA, state, "
+        "encoder or cross attention layers); automatic selection ({}) "
+        "stands",
+        fallback);
+    return report;
+  }
+  tuning->time_candidates(valid, layer, platform, report, phase);
+  if (report.timings.empty() || report.timings.size() != valid.size()) {
+    report.why = fmt::format(
+        "not every valid backend has a time for this device and binary in {}: automatic "
+        "selection ({}) stands; `attnkit tune` measures them",
+        tuning->cache_path(), fallback);
+    return report;
+  }
+  const CandidateTiming& best = report.timings.front();
+  if (report.timings.size() == 1) {
+    report.why =
+        fmt::format("{} is the only valid backend ({:.1f} us over {} bucket{})", best.backend,
+                    best.total_us, best.median_us.size(), best.median_us.size() == 1 ? "" : "s");
+  } else {
+    const CandidateTiming& next = report.timings[1];
+    report.why = fmt::format(
+        "{} is fastest: {:.1f} us over {} bucket{} against {:.1f} us for {} ({:.2f}x)",
+        best.backend, best.total_us, best.median_us.size(), best.median_us.size() == 1 ? "" : "s",
+        next.total_us, next.backend, best.total_us > 0 ? next.total_us / best.total_us : 0.0);
+  }
+  report.winner = best.backend;
+  return report;
+}
+
 void Selector::select_tuned(const SelectorConfig& layer, const Platform& platform,
                             SelectionResult& result) const {
   select_automatically(layer, platform, result);  // every candidate validated; the fallback
@@ -241,47 +297,13 @@ void Selector::select_tuned(const SelectorConfig& layer, const Platform& platfor
   for (const CandidateReport& c : result.candidates) {
     if (c.valid() && !c.binary_note) valid.push_back(registry_->get(c.backend));
   }
-  TuningReport report;
-  const std::shared_ptr<const Tuning> tuning =
-      tuning_ != nullptr ? tuning_ : std::make_shared<const Tuning>();
-  if (!platform.is_local) {
-    report.cache_path = tuning->cache_path();
-    report.why = fmt::format(
-        "{} is only described: timings are of this machine's devices; "
-        "automatic selection ({}) stands",
-        platform.to_string(), result.backend);
-  } else if (layer.state || layer.use_mla || layer.attn_type != AttentionType::kDecoder) {
-    report.cache_path = tuning->cache_path();
-    report.why = fmt::format(
-        "tuning times decoder self-attention layers (not MLA, state, "
-        "encoder or cross attention layers); automatic selection ({}) "
-        "stands",
-        result.backend);
-  } else {
-    tuning->time_candidates(valid, layer, platform, report);
-    if (!report.timings.empty() && report.timings.size() == valid.size()) {
-      const CandidateTiming& best = report.timings.front();
-      if (report.timings.size() == 1) {
-        report.why = fmt::format("{} is the only valid backend ({:.1f} us over {} buckets)",
-                                 best.backend, best.total_us, best.median_us.size());
-      } else {
-        const CandidateTiming& next = report.timings[1];
-        report.why = fmt::format(
-            "{} is fastest: {:.1f} us over {} buckets against {:.1f} us for {} ({:.2f}x)",
-            best.backend, best.total_us, best.median_us.size(), next.total_us, next.backend,
-            best.total_us > 0 ? next.total_us / best.total_us : 0.0);
-      }
-      const auto it =
-          std::find_if(result.candidates.begin(), result.candidates.end(),
-                       [&](const CandidateReport& c) { return c.backend == best.backend; });
-      choose(*it, result);
-      result.chosen_by = ChosenBy::kTuned;
-    } else {
-      report.why = fmt::format(
-          "not every valid backend has a time for this device and binary in {}: automatic "
-          "selection ({}) stands; `attnkit tune` measures them",
-          tuning->cache_path(), result.backend);
-    }
+  TuningReport report = tune(valid, layer, platform, std::nullopt, result.backend);
+  if (report.winner) {
+    const auto it =
+        std::find_if(result.candidates.begin(), result.candidates.end(),
+                     [&](const CandidateReport& c) { return c.backend == *report.winner; });
+    choose(*it, result);
+    result.chosen_by = ChosenBy::kTuned;
   }
   result.tuning = std::move(report);
 }
@@ -335,9 +357,12 @@ void Selector::compute_split(const PhaseChoice& choice, const SelectorConfig& la
   std::array<std::optional<std::string>, 2> notes;
   bool kept_user_choice = false;
 
+  const auto chosen_later = [](const std::string& name) {
+    return name == kAutoBackend || name == kTunedBackend;
+  };
   // 1. The phases the user named: each must serve the layer alone.
   for (size_t i = 0; i < 2; ++i) {
-    if (picked[i] == kAutoBackend) continue;
+    if (chosen_later(picked[i])) continue;
     CandidateReport user = evaluate(*registry_, picked[i], layer, platform);
     user.user_choice = true;
     user.phase = kPhases[i];
@@ -368,17 +393,23 @@ void Selector::compute_split(const PhaseChoice& choice, const SelectorConfig& la
   }
 
   // 2. A phase left to automatic selection takes the first valid backend of the priority
-  //    list that pairs with the other phase's.
+  //    list that pairs with the other phase's (when that one is named or already chosen);
+  //    a "tuned" phase the fastest of them on its own phase's buckets.
+  bool tuned_any = false;
   for (size_t i = 0; i < 2; ++i) {
-    if (picked[i] != kAutoBackend) continue;
-    const std::string& other = picked[1 - i];
-    const std::shared_ptr<const AttentionBackend> other_backend = registry_->get(other);
+    if (!chosen_later(picked[i])) continue;
+    const bool tuned = picked[i] == kTunedBackend;
+    const std::string other = picked[1 - i];
+    const bool other_fixed = !chosen_later(other);
+    const std::shared_ptr<const AttentionBackend> other_backend =
+        other_fixed ? registry_->get(other) : nullptr;
     const size_t walk_begin = result.candidates.size();
     result.priority = priority_for(*registry_, platform, layer, config_.priority);
+    std::vector<std::shared_ptr<const AttentionBackend>> valid;
     for (const std::string& name : result.priority->order) {
       CandidateReport candidate = evaluate(*registry_, name, layer, platform);
       candidate.phase = kPhases[i];
-      if (candidate.valid() && name != other) {
+      if (candidate.valid() && other_fixed && name != other) {
         const std::shared_ptr<const AttentionBackend> mine = registry_->get(name);
         const std::vector<std::string> pairing =
             i == 0 ? pairing_reasons(*mine, *other_backend, layer)
@@ -388,23 +419,38 @@ void Selector::compute_split(const PhaseChoice& choice, const SelectorConfig& la
                                                   to_string(kPhases[1 - i]), other, reason));
         }
       }
-      if (candidate.valid() && picked[i] == kAutoBackend) {
-        picked[i] = name;
+      if (candidate.valid() && !candidate.binary_note) valid.push_back(registry_->get(name));
+      if (candidate.valid() && chosen_later(picked[i])) {
+        picked[i] = name;  // the automatic choice (a tuned phase's fallback)
         notes[i] = candidate.binary_note;
       }
       result.candidates.push_back(std::move(candidate));
     }
-    if (picked[i] == kAutoBackend) {
+    if (chosen_later(picked[i])) {
       throw Error(ErrorCode::kUnsupported,
-                  fmt::format("No attention backend can serve the {} rows of this {} beside {} "
-                              "backend {}. Candidates:{}",
-                              to_string(kPhases[i]), what, to_string(kPhases[1 - i]), other,
+                  fmt::format("No attention backend can serve the {} rows of this {}{}. "
+                              "Candidates:{}",
+                              to_string(kPhases[i]), what,
+                              other_fixed ? fmt::format(" beside {} backend {}",
+                                                        to_string(kPhases[1 - i]), other)
+                                          : std::string(),
                               list_candidates(std::vector<CandidateReport>(
                                   result.candidates.begin() + static_cast<ptrdiff_t>(walk_begin),
                                   result.candidates.end()))));
     }
+    if (tuned) {
+      TuningReport report = tune(valid, layer, platform, kPhases[i], picked[i]);
+      if (report.winner) {
+        picked[i] = *report.winner;
+        notes[i].reset();
+        tuned_any = true;
+      }
+      result.phase_tuning.push_back(std::move(report));
+    }
   }
-  result.chosen_by = kept_user_choice ? choice.chosen_by : ChosenBy::kAuto;
+  result.chosen_by = tuned_any          ? ChosenBy::kTuned
+                     : kept_user_choice ? choice.chosen_by
+                                        : ChosenBy::kAuto;
 
   // 3. One backend for both phases after all, or the pair over one KV cache.
   if (picked[0] == picked[1]) {

@@ -229,8 +229,17 @@ Tuning::Tuning(std::string cache_path, std::shared_ptr<BackendTimer> timer,
 
 void Tuning::time_candidates(const std::vector<std::shared_ptr<const AttentionBackend>>& candidates,
                              const SelectorConfig& layer, const Platform& platform,
-                             TuningReport& report) const {
+                             TuningReport& report, std::optional<Phase> phase) const {
   std::lock_guard lock(mutex_);
+  std::vector<ShapeBucket> buckets;
+  for (const ShapeBucket& b : buckets_) {
+    if (!phase || b.phase == *phase) buckets.push_back(b);
+  }
+  if (buckets.empty()) {
+    report.notes.push_back(
+        fmt::format("no {} bucket to tune on: every bucket counts", to_string(*phase)));
+    buckets = buckets_;
+  }
   report.cache_path = path_;
   const TuningKey key = local_tuning_key(platform);
   report.key = key.describe();
@@ -241,11 +250,13 @@ void Tuning::time_candidates(const std::vector<std::shared_ptr<const AttentionBa
     CandidateTiming timing;
     timing.backend = std::string(backend->name());
     bool complete = true;
-    for (const ShapeBucket& bucket : buckets_) {
+    for (const ShapeBucket& bucket : buckets) {
       const std::string bucket_key = bucket.describe();
       const TimingEntry* hit = cache.find(key, layer_key, bucket_key, timing.backend);
+      bool stale = false;
       if (hit == nullptr) {
         for (const TimingEntry* old : cache.stale(key, layer_key, bucket_key, timing.backend)) {
+          stale = true;
           report.notes.push_back(
               fmt::format("{} {}: the cached time was measured on {}, not this {}: ignored",
                           timing.backend, bucket_key, old->key.describe(), key.describe()));
@@ -260,8 +271,10 @@ void Tuning::time_candidates(const std::vector<std::shared_ptr<const AttentionBa
         cache.put({key, layer_key, bucket_key, timing.backend, us, repeats});
         timing.measured_now = measured = true;
       } else {
-        report.notes.push_back(fmt::format("{} {}: no time in {} for this device and binary",
-                                           timing.backend, bucket_key, path_));
+        if (!stale) {
+          report.notes.push_back(fmt::format("{} {}: no time in {} for this device and binary",
+                                             timing.backend, bucket_key, path_));
+        }
         complete = false;
         continue;
       }
@@ -286,11 +299,14 @@ nlohmann::json to_json(const TuningReport& report) {
                        {"total_us", t.total_us},
                        {"measured_now", t.measured_now}});
   }
-  return {{"cache", report.cache_path},
-          {"key", report.key},
-          {"timings", timings},
-          {"why", report.why},
-          {"notes", report.notes}};
+  return {
+      {"phase", report.phase ? nlohmann::json(to_string(*report.phase)) : nlohmann::json(nullptr)},
+      {"winner", report.winner ? nlohmann::json(*report.winner) : nlohmann::json(nullptr)},
+      {"cache", report.cache_path},
+      {"key", report.key},
+      {"timings", timings},
+      {"why", report.why},
+      {"notes", report.notes}};
 }
 
 }  // namespace attnkit

@@ -24,6 +24,7 @@ using testing::cpu;
 using ::testing::ElementsAre;
 using testing::error_message;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Returns a fixed time per backend and counts what it was asked to time.
 class FixedTimer final : public BackendTimer {
@@ -176,13 +177,75 @@ TEST_F(TuningTest, AFileThatIsNotATuningCacheIsAnErrorNamingIt) {
               HasSubstr("Tuning cache " + path_ + " is not valid JSON"));
 }
 
-TEST(TuningConfig, TunedIsAChoiceForLayersNotForOnePhase) {
+TEST(TuningConfig, TunedIsAChoiceForLayersAndForEachPhase) {
   EXPECT_EQ(parse_attention_config(R"({"backend": "Tuned"})").backend, "tuned");
   EXPECT_EQ(parse_attention_config(R"({"backend_per_kind": {"full_attention": "tuned"}})")
                 .backend_per_kind.at(KvCacheKind::kFullAttention),
             "tuned");
-  EXPECT_THAT(error_message([] { parse_attention_config(R"({"decode_backend": "tuned"})"); }),
-              HasSubstr("'decode_backend' cannot be 'tuned'"));
+  EXPECT_EQ(parse_attention_config(R"({"decode_backend": "TUNED"})").phase_backends.decode,
+            "tuned");
+}
+
+// Times that depend on the phase: the fastest prefill backend is not the fastest decode one.
+class PhaseTimer final : public BackendTimer {
+ public:
+  double median_forward_us(const AttentionBackend& backend, const SelectorConfig& /*layer*/,
+                           const Platform& /*platform*/, const ShapeBucket& bucket,
+                           int* repeats) override {
+    calls.push_back(std::string(backend.name()) + " " + bucket.describe());
+    *repeats = 1;
+    const bool flash = backend.name() == "CPU_FLASH";
+    if (bucket.phase == Phase::kDecode) return flash ? 5.0 : 50.0;
+    return flash ? 80.0 : 20.0;
+  }
+  std::vector<std::string> calls;
+};
+
+TEST_F(TuningTest, EachTunedPhaseTakesItsOwnFastestAndTheyPair) {
+  auto timer = std::make_shared<PhaseTimer>();
+  const auto tuning = std::make_shared<const Tuning>(path_, timer, kBuckets);
+  const Selector both(parse_attention_config(
+                          R"({"prefill_backend": "tuned", "decode_backend": "tuned"})", registry_),
+                      registry_, tuning);
+  const auto r = both.select(layer(), cpu());
+  ASSERT_TRUE(r->phases) << to_text(*r);
+  EXPECT_EQ(r->phases->prefill, "REFERENCE");
+  EXPECT_EQ(r->phases->decode, "CPU_FLASH");
+  EXPECT_EQ(r->chosen_by, ChosenBy::kTuned);
+  ASSERT_EQ(r->phase_tuning.size(), 2u);
+  EXPECT_EQ(r->phase_tuning[0].phase, Phase::kPrefill);
+  EXPECT_EQ(r->phase_tuning[0].winner, "REFERENCE");
+  EXPECT_EQ(r->phase_tuning[1].winner, "CPU_FLASH");
+  // Each phase was timed on its own buckets only.
+  for (const std::string& call : timer->calls) {
+    EXPECT_THAT(call, ::testing::AnyOf(HasSubstr("prefill b1 q64"), HasSubstr("decode b2 q1")));
+  }
+  EXPECT_EQ(timer->calls.size(), 4u);
+  EXPECT_THAT(to_text(*r), HasSubstr("tuned (decode rows): CPU_FLASH is fastest"));
+
+  // The whole-layer choice sums both phases: REFERENCE 50+20 = 70 against CPU_FLASH
+  // 5+80 = 85, one backend for both (from the cache now).
+  const Selector whole(parse_attention_config(R"({"backend": "tuned"})", registry_), registry_,
+                       tuning);
+  const auto w = whole.select(layer(), cpu());
+  EXPECT_EQ(w->backend, "REFERENCE");
+  EXPECT_FALSE(w->phases);
+  EXPECT_EQ(timer->calls.size(), 4u);
+}
+
+TEST_F(TuningTest, ATunedPhaseBesideANamedOneOnlyConsidersBackendsThatPair) {
+  BackendCapabilities caps = testing::full_caps();
+  caps.kernel_block_sizes = SizeRule::list({32});  // CPU_FLASH (16 only) does not pair
+  registry_.register_backend("BLOCK32", testing::fake_factory("BLOCK32", caps));
+  auto timer = std::make_shared<PhaseTimer>();
+  const Selector s(parse_attention_config(
+                       R"({"prefill_backend": "BLOCK32", "decode_backend": "tuned"})", registry_),
+                   registry_, std::make_shared<const Tuning>(path_, timer, kBuckets));
+  const auto r = s.select(layer(), cpu());
+  ASSERT_TRUE(r->phases) << to_text(*r);
+  // REFERENCE and BLOCK32 both pair and tie on decode; the priority order breaks the tie.
+  EXPECT_EQ(r->phases->decode, "REFERENCE");
+  for (const std::string& call : timer->calls) EXPECT_THAT(call, Not(HasSubstr("CPU_FLASH")));
 }
 
 TEST(TuningCachePath, EnvironmentVariableOverridesTheDefault) {

@@ -76,6 +76,8 @@ struct ATTNKIT_API PhaseChoice {
   std::string prefill{kAutoBackend};
   std::string decode{kAutoBackend};
   ChosenBy chosen_by = ChosenBy::kAuto;
+  // "tuned" given by a phase key: each phase is tuned on its own buckets.
+  bool tuned_per_phase = false;
   bool split() const { return prefill != decode; }
 };
 
@@ -101,6 +103,8 @@ struct ATTNKIT_API SelectionResult {
   // "tuned": every valid candidate's measured times and why the winner won (or why the
   // automatic choice stands).
   std::optional<TuningReport> tuning;
+  // A phase key's "tuned": that phase's times (on its own buckets) and why its winner won.
+  std::vector<TuningReport> phase_tuning;
   // The user's choice first (when there is one), then the automatic walk in priority order
   // (only when it ran: no user choice, or a prefer-mode fallback).
   std::vector<CandidateReport> candidates;
@@ -160,6 +164,11 @@ class ATTNKIT_API Selector {
                     SelectionResult& result) const;
   // Where the choice of `phase` for layers of `kind` comes from, for messages.
   std::string phase_source(KvCacheKind kind, Phase phase) const;
+  // The fastest of `valid` on the tuning buckets (of `phase` only, when given); winner unset
+  // (and `why` naming `fallback`) when not every candidate has a time.
+  TuningReport tune(const std::vector<std::shared_ptr<const AttentionBackend>>& valid,
+                    const SelectorConfig& layer, const Platform& platform,
+                    std::optional<Phase> phase, const std::string& fallback) const;
   // A layer whose phases have different choices.
   void compute_split(const PhaseChoice& choice, const SelectorConfig& layer,
                      const Platform& platform, SelectionResult& result) const;

@@ -4,7 +4,11 @@
 //
 // Each candidate is timed on shape buckets (a phase, a batch size, a query length and a
 // context length: default_tuning_buckets()); its score is the sum of its median times over
-// the buckets; the lowest score wins. Timings live in a cache file (JSON) keyed by
+// the buckets; the lowest score wins (a tie goes to the backend earlier in the priority
+// list). A phase key's "tuned" ("prefill_backend": "tuned") scores on that phase's buckets
+// only, among the backends that pair with the other phase's, so that each phase may get its
+// own fastest (a per-phase composite, backend/composite_backend.h). Timings live in a cache
+// file (JSON) keyed by
 //   device          CPU: its model name and the ISA attnkit's CPU kernels run (e.g.
 //                   "cpu AMD EPYC 7B13 isa avx2"); CUDA: name, compute capability, SM count
 //   library         attnkit's version
@@ -118,6 +122,8 @@ struct ATTNKIT_API CandidateTiming {
 };
 
 struct ATTNKIT_API TuningReport {
+  std::optional<Phase> phase;         // the phase tuned on its own buckets; nullopt = both
+  std::optional<std::string> winner;  // unset when the automatic choice stands
   std::string cache_path;
   std::string key;                       // TuningKey::describe()
   std::vector<CandidateTiming> timings;  // fastest first
@@ -137,9 +143,10 @@ class ATTNKIT_API Tuning {
   // Times of every candidate (all valid for `layer`), fastest first; a candidate without
   // a time for some bucket (no timer) is left out and named in report.notes. Fills
   // `report` (timings, notes; `why` is the caller's).
+  // With `phase`, only that phase's buckets count (all of them when none is of that phase).
   void time_candidates(const std::vector<std::shared_ptr<const AttentionBackend>>& candidates,
-                       const SelectorConfig& layer, const Platform& platform,
-                       TuningReport& report) const;
+                       const SelectorConfig& layer, const Platform& platform, TuningReport& report,
+                       std::optional<Phase> phase = std::nullopt) const;
 
   const std::string& cache_path() const { return path_; }
   const std::vector<ShapeBucket>& buckets() const { return buckets_; }
