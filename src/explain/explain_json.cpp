@@ -55,6 +55,10 @@ nlohmann::json selection_json(const LayerOutcome& o, nlohmann::json& j) {
         c.reasons;
   }
   j["rejected"] = rejected;
+  j["tuning"] = s.tuning ? to_json(*s.tuning) : nlohmann::json(nullptr);
+  nlohmann::json phase_tuning = nlohmann::json::array();
+  for (const TuningReport& t : s.phase_tuning) phase_tuning.push_back(to_json(t));
+  j["phase_tuning"] = phase_tuning;
   j["priority"] = s.priority ? to_json(*s.priority) : nlohmann::json(nullptr);
   j["phases"] = s.phases
                     ? nlohmann::json{{"prefill", s.phases->prefill}, {"decode", s.phases->decode}}

@@ -354,7 +354,7 @@ TEST_F(Explain, JsonHasTheStableSchema) {
       "num_heads",  "num_kv_heads", "head_size",  "head_size_v",    "scale", "sliding_window",
       "chunk_size", "soft_cap",     "sinks",      "uses_rope",      "mla",   "backend",
       "chosen_by",  "requested",    "rejected",   "kv_cache_group", "note",  "state",
-      "phases",     "priority"};
+      "phases",     "priority",     "tuning",     "phase_tuning"};
   std::set<std::string> keys;
   for (const auto& [k, v] : l0.items()) keys.insert(k);
   EXPECT_EQ(keys, layer_keys);
