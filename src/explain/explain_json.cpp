@@ -79,10 +79,10 @@ nlohmann::json layer_json(const LayerOutcome& o) {
   };
   if (!l.is_attention) {
     for (const char* key :
-         {"kind",     "attn_type",      "num_heads",  "num_kv_heads", "head_size", "head_size_v",
-          "scale",    "sliding_window", "chunk_size", "soft_cap",     "sinks",     "uses_rope",
-          "mla",      "backend",        "chosen_by",  "requested",    "rejected",  "phases",
-          "priority", "kv_cache_group"}) {
+         {"kind",     "attn_type",      "num_heads",    "num_kv_heads",  "head_size", "head_size_v",
+          "scale",    "sliding_window", "chunk_size",   "soft_cap",      "sinks",     "uses_rope",
+          "mla",      "backend",        "chosen_by",    "requested",     "rejected",  "phases",
+          "priority", "tuning",         "phase_tuning", "kv_cache_group"}) {
       j[key] = nullptr;
     }
     if (l.state && o.selection) {
