@@ -128,7 +128,8 @@ std::pair<std::string, ChosenBy> Selector::choice_for(KvCacheKind kind) const {
 }
 
 PhaseChoice Selector::phase_choice_for(KvCacheKind kind) const {
-  const auto [base, base_by] = choice_for(kind);
+  // Not a structured binding: the lambda below captures it (clang before 16 refuses that).
+  const std::pair<std::string, ChosenBy> base_choice = choice_for(kind);
   const auto object = config_.phase_backends_per_kind.find(kind);
   const bool kind_named = config_.backend_per_kind.count(kind) > 0;
   const auto pick = [&](const std::optional<std::string> PhaseBackends::*phase) {
@@ -140,7 +141,7 @@ PhaseChoice Selector::phase_choice_for(KvCacheKind kind) const {
       const std::string& name = *(config_.phase_backends.*phase);
       return std::pair{name, name == kAutoBackend ? ChosenBy::kAuto : ChosenBy::kGlobal};
     }
-    return std::pair{base, base_by};
+    return std::pair{base_choice.first, base_choice.second};
   };
   const auto [prefill, prefill_by] = pick(&PhaseBackends::prefill);
   const auto [decode, decode_by] = pick(&PhaseBackends::decode);
