@@ -24,11 +24,17 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-// "auto" or "tuned" (any case), or the registry's canonical name; throws the registry's
-// errors.
+// "auto" or "tuned" (any case), or the registry's canonical name. An unknown name lists the
+// two words with the registered names; CUSTOM before its registration is the registry's
+// own error.
 std::string canonical_choice(std::string_view name, const BackendRegistry& registry) {
   if (iequals(name, kAutoBackend)) return std::string(kAutoBackend);
   if (iequals(name, kTunedBackend)) return std::string(kTunedBackend);
+  if (!registry.contains(name) && !iequals(name, kCustomBackendName)) {
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("Unknown attention backend: '{}'. Valid options are: {}, {}, {}", name,
+                            kAutoBackend, kTunedBackend, registry.valid_options()));
+  }
   return registry.canonical_name(name);
 }
 

@@ -89,7 +89,8 @@ TEST_F(AttentionConfigTest, BackendMustBeAString) {
 
 TEST_F(AttentionConfigTest, UnknownBackendListsValidOptions) {
   EXPECT_EQ(parse_error(R"({"backend": "FLASH_ATTN"})"),
-            "Unknown attention backend: 'FLASH_ATTN'. Valid options are: CPU_FLASH, CUDA_FLASH, "
+            "Unknown attention backend: 'FLASH_ATTN'. Valid options are: auto, tuned, CPU_FLASH, "
+            "CUDA_FLASH, "
             "CUDA_MLA, CUDA_PAGED, CUSTOM, REFERENCE");
 }
 
@@ -120,7 +121,8 @@ TEST_F(AttentionConfigTest, PerKindBackendMustBeAKnownString) {
             "Attention config: backend_per_kind['sliding_window'] must be a backend name or an "
             "object with prefill_backend and/or decode_backend, got number 1");
   EXPECT_EQ(parse_error(R"({"backend_per_kind": {"sliding_window": "NOPE"}})"),
-            "Unknown attention backend: 'NOPE'. Valid options are: CPU_FLASH, CUDA_FLASH, "
+            "Unknown attention backend: 'NOPE'. Valid options are: auto, tuned, CPU_FLASH, "
+            "CUDA_FLASH, "
             "CUDA_MLA, CUDA_PAGED, CUSTOM, REFERENCE");
 }
 
@@ -193,7 +195,8 @@ TEST_F(AttentionConfigTest, EnvironmentAndConfigBackendAreMutuallyExclusive) {
 
 TEST_F(AttentionConfigTest, UnknownEnvironmentBackendSaysWhereItCameFrom) {
   EXPECT_EQ(error_message([&] { apply_backend_env(AttentionConfig{}, "XFORMERS", registry_); }),
-            "Unknown attention backend: 'XFORMERS'. Valid options are: CPU_FLASH, CUDA_FLASH, "
+            "Unknown attention backend: 'XFORMERS'. Valid options are: auto, tuned, CPU_FLASH, "
+            "CUDA_FLASH, "
             "CUDA_MLA, CUDA_PAGED, CUSTOM, REFERENCE (set by ATTNKIT_ATTENTION_BACKEND)");
 }
 
