@@ -17,6 +17,7 @@
 
 #include "attnkit/core/error.h"
 #include "attnkit/model/model_loader.h"
+#include "stack_rows.h"
 
 namespace attnkit {
 namespace {
@@ -35,26 +36,9 @@ AttentionStackOptions options_with(const std::string& backend = "") {
   return o;
 }
 
-struct Rows {
-  std::vector<float> data;
-  TensorView view;
-};
-
-Rows random_rows(int64_t tokens, int64_t heads, int64_t width, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  Rows r;
-  r.data.resize(static_cast<size_t>(tokens * heads * width));
-  for (float& x : r.data) x = normal(rng);
-  r.view = TensorView::contiguous(r.data.data(), ScalarType::kFloat32, {tokens, heads, width});
-  return r;
-}
-
-Rows output_rows(int64_t tokens, int64_t heads, int64_t width) {
-  Rows r;
-  r.data.assign(static_cast<size_t>(tokens * heads * width), std::nanf(""));  // never read
-  r.view = TensorView::contiguous(r.data.data(), ScalarType::kFloat32, {tokens, heads, width});
-  return r;
-}
+using testing::output_rows;
+using testing::random_rows;
+using testing::Rows;
 
 float max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
   float worst = 0.0f;

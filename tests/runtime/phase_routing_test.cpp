@@ -16,6 +16,7 @@
 #include "attnkit/runtime/attention_stack.h"
 #include "attnkit/runtime/model_runner.h"
 #include "attnkit/runtime/request.h"
+#include "stack_rows.h"
 
 namespace attnkit {
 namespace {
@@ -182,26 +183,9 @@ TEST(PhaseRouting, PerKindPhasesRouteOnlyThatKind) {
 
 // --- AttentionStack: a caller's split-ordered batches ------------------------------------
 
-struct Rows {
-  std::vector<float> data;
-  TensorView view;
-};
-
-Rows random_rows(int64_t tokens, int64_t heads, int64_t width, std::mt19937& rng) {
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  Rows r;
-  r.data.resize(static_cast<size_t>(tokens * heads * width));
-  for (float& x : r.data) x = normal(rng);
-  r.view = TensorView::contiguous(r.data.data(), ScalarType::kFloat32, {tokens, heads, width});
-  return r;
-}
-
-Rows output_rows(int64_t tokens, int64_t heads, int64_t width) {
-  Rows r;
-  r.data.assign(static_cast<size_t>(tokens * heads * width), std::nanf(""));
-  r.view = TensorView::contiguous(r.data.data(), ScalarType::kFloat32, {tokens, heads, width});
-  return r;
-}
+using testing::output_rows;
+using testing::random_rows;
+using testing::Rows;
 
 AttentionStackOptions stack_options(const std::string& config_json) {
   AttentionStackOptions o;
