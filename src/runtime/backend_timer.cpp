@@ -10,6 +10,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
 #include "attnkit/runtime/attention_stack.h"
+#include "runtime/counter_hash.h"
 #include "runtime/device_io.h"
 
 namespace attnkit {
@@ -17,16 +18,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// splitmix64 values mapped to [-1, 1): cheap enough to fill a cache of millions of values.
+// Successive splitmix64 values (runtime/counter_hash.h) as floats in [-1, 1): cheap enough
+// to fill a cache of millions of values.
 class Random {
  public:
   explicit Random(uint64_t seed) : state_(seed) {}
   float next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return static_cast<float>(z >> 40) / static_cast<float>(1ull << 23) - 1.0f;
+    const float x = unit_float(splitmix64(state_));
+    state_ += 0x9e3779b97f4a7c15ull;  // splitmix64's own step
+    return x;
   }
 
  private:
