@@ -31,6 +31,7 @@
 #include "attnkit/kernels/paged_attention_params.h"
 #include "backends/cpu_flash/flash_plan.h"
 #include "kernels/cpu/kv_tags.h"
+#include "kernels/cpu/prefetch.h"
 #include "kernels/cpu/row_io.h"
 
 // Requires `Ops` (the SIMD interface) declared in the including namespace.
@@ -181,8 +182,8 @@ class ItemKernel {
         kr = kbase + row * p_.k_token_stride * esize;
         vr = vbase + row * p_.v_token_stride * esize;
       }
-      for (int64_t b = 0; b < k_bytes; b += 64) __builtin_prefetch(kr + b, 0, 2);
-      for (int64_t b = 0; b < v_bytes; b += 64) __builtin_prefetch(vr + b, 0, 2);
+      for (int64_t b = 0; b < k_bytes; b += 64) attnkit::cpu::prefetch_l2(kr + b);
+      for (int64_t b = 0; b < v_bytes; b += 64) attnkit::cpu::prefetch_l2(vr + b);
     }
   }
 
@@ -377,7 +378,7 @@ class ItemKernel {
       for (int j = 0; j < 16; ++j) {
         key_rows[j] = full ? Ops::load_bf16_pairs(kp_[j] + c) : Ops::load_bf16_half(kp_[j] + c);
         if constexpr (kPrefetch) {
-          if (j < npf_) __builtin_prefetch(kpf_[j] + c, 0, 2);
+          if (j < npf_) attnkit::cpu::prefetch_l2(kpf_[j] + c);
         }
       }
       Ops::transpose16_store(key_rows, kt + c * 16, full ? 16 : 8);
@@ -475,7 +476,7 @@ class ItemKernel {
         for (int kk = 0; kk < 4; ++kk) {
           kv[kk] = Ops::load_bf16_pairs(k[kk] + c);
           if constexpr (kPrefetch) {
-            if (4 * g + kk < npf_) __builtin_prefetch(kpf_[4 * g + kk] + c, 0, 2);
+            if (4 * g + kk < npf_) attnkit::cpu::prefetch_l2(kpf_[4 * g + kk] + c);
           }
         }
 #pragma GCC unroll 4
@@ -605,7 +606,7 @@ class ItemKernel {
       for (int j = 2 * q; j < std::min(2 * q + 2, npf_); ++j) {
         const char* row = reinterpret_cast<const char*>(vpf_[j]);
         for (int64_t byte = 0; byte < int64_t{dv_} * 2; byte += 64)
-          __builtin_prefetch(row + byte, 0, 2);
+          attnkit::cpu::prefetch_l2(row + byte);
       }
     }
   }

@@ -22,3 +22,4 @@
 #include "attnkit/core/numeric.h"
 #include "attnkit/kernels/paged_attention_params.h"
 #include "kernels/cpu/kv_tags.h"
+#include "kernels/cpu/prefetch.h"

@@ -1,0 +1,25 @@
+#pragma once
+// A software prefetch of one cache line into L2 that the optimizer keeps.
+//
+// GCC treats __builtin_prefetch as free of side effects: a function whose only effect is
+// prefetching (a loop over a row's lines, say) is found "looping pure" by its IPA pure-const
+// analysis, and a call to it, having no result that is used, is then deleted. The CPU_FLASH
+// kernels lost every prefetch that sat in such a helper this way, silently (GCC 12, -O1 and
+// above). An asm volatile statement is never deleted, wherever it is inlined. The address
+// goes in a register, not as a memory operand: an "m" operand of a char tells the compiler
+// the statement reads memory that may alias anything, so every pending store is written out
+// before it (the AVX-512 mixed prefill/decode step of bench/cpu_attention_bench ran 28%
+// slower that way).
+
+namespace attnkit::cpu {
+
+inline void prefetch_l2(const void* p) {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht1 (%0)" : : "r"(p));
+#else
+  __builtin_prefetch(p, 0, 2);
+  asm volatile("" : : "r"(p));  // the same guard: the function is no longer pure
+#endif
+}
+
+}  // namespace attnkit::cpu
