@@ -6,13 +6,16 @@ calls, median of 9 timed calls, KV rotated over >= 256 MiB so a call does not fi
 last-level cache), so the two tables can be read side by side.
 
     python3 bench/ggml_peer.py --ggml-dir PATH [--attnkit build/bench/cpu_attention_bench]
-        [--rounds N] [--build-dir DIR] [--threads N]
+        [--rounds N] [--build-dir DIR] [--isa native|avx2] [--threads N]
         [--repeats N] [--only SUBSTRING] [--kv-types f16 bf16] [--csv]
 
 PATH is a local ggml checkout (or set GGML_DIR); nothing is downloaded. Without one the
 script prints "skipped: ..." and exits 0. The first run builds ggml (CPU backend only,
 Release, GGML_NATIVE=ON, OpenMP, GGML_BUILD_TESTS=ON, static) together with the driver
 bench/ggml_peer_driver/ggml_fa_peer.cpp into --build-dir (default /tmp/ggml-peer-build);
+with --isa avx2 ggml is built for AVX2 + FMA + F16C only (GGML_NATIVE=OFF, into
+/tmp/ggml-peer-build-avx2) and attnkit runs with ATTNKIT_CPU_ISA=avx2, so the AVX2 kernels of
+both are compared on a machine that also has AVX-512;
 later runs reuse that build while the checkout (commit and local changes), the driver
 sources, the options and the CPU are the same (--rebuild forces a build). Only the driver
 target is built; the same build tree builds ggml's own harness with
@@ -180,13 +183,23 @@ def cpu_model():
     return "?"
 
 
-def cmake_options(ggml_dir):
+# ggml's instruction-set options per --isa: the CPU's own (GGML_NATIVE), or AVX2 + FMA + F16C
+# only, which with ATTNKIT_CPU_ISA=avx2 on attnkit's side compares the AVX2 kernels of both on a
+# machine that also has AVX-512.
+GGML_ISA_OPTIONS = {
+    "native": ["-DGGML_NATIVE=ON"],
+    "avx2": ["-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON",
+             "-DGGML_F16C=ON", "-DGGML_BMI2=ON", "-DGGML_AVX512=OFF", "-DGGML_AVX_VNNI=OFF"],
+}
+
+
+def cmake_options(ggml_dir, isa):
     return [
         "-DCMAKE_BUILD_TYPE=Release",
         f"-DGGML_PEER_GGML_DIR={ggml_dir}",
         "-DGGML_CPU=ON",  # every other backend is off by default
         "-DGGML_BLAS=OFF",
-        "-DGGML_NATIVE=ON",
+        *GGML_ISA_OPTIONS[isa],
         "-DGGML_OPENMP=ON",
         "-DGGML_BUILD_TESTS=ON",
         "-DGGML_BUILD_EXAMPLES=OFF",
@@ -213,11 +226,11 @@ def run_logged(cmd, log_file):
     return subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT).returncode
 
 
-def ensure_built(ggml_dir, build_dir, jobs, rebuild):
+def ensure_built(ggml_dir, build_dir, jobs, rebuild, isa):
     """Path of the driver binary, configuring and building it first where needed."""
     binary = build_dir / "bin" / DRIVER_TARGET
     stamp_path = build_dir / "ggml_peer_stamp.json"
-    options = cmake_options(ggml_dir)
+    options = cmake_options(ggml_dir, isa)
     stamp = build_stamp(ggml_dir, options)
     if not rebuild and binary.is_file() and stamp_path.is_file():
         try:
@@ -279,8 +292,13 @@ def parse_args():
         description="Times ggml's CPU flash attention on cpu_attention_bench's shapes.")
     ap.add_argument("--ggml-dir", default=os.environ.get("GGML_DIR"),
                     help="local ggml checkout (default: $GGML_DIR)")
-    ap.add_argument("--build-dir", default="/tmp/ggml-peer-build", type=pathlib.Path,
-                    help="where ggml and the driver are built (default: %(default)s)")
+    ap.add_argument("--build-dir", type=pathlib.Path,
+                    help="where ggml and the driver are built (default: /tmp/ggml-peer-build, "
+                         "/tmp/ggml-peer-build-avx2 with --isa avx2)")
+    ap.add_argument("--isa", choices=sorted(GGML_ISA_OPTIONS), default="native",
+                    help="native: ggml built for this CPU (GGML_NATIVE), attnkit on its best "
+                         "kernels; avx2: ggml built for AVX2 + FMA + F16C and attnkit run "
+                         "with ATTNKIT_CPU_ISA=avx2 (default: %(default)s)")
     ap.add_argument("--rebuild", action="store_true", help="build even if a build exists")
     ap.add_argument("--jobs", type=positive_int, default=2,
                     help="parallel build jobs (default: %(default)s)")
@@ -308,6 +326,9 @@ def parse_args():
     args = ap.parse_args()
     if args.warmup < 0 or args.min_rotate_mib < 0:
         ap.error("--warmup and --min-rotate-mib must be >= 0")
+    if args.build_dir is None:
+        suffix = "" if args.isa == "native" else f"-{args.isa}"
+        args.build_dir = pathlib.Path(f"/tmp/ggml-peer-build{suffix}")
     return args
 
 
@@ -316,7 +337,10 @@ def run_attnkit(bench, shape, args):
     FMA ceiling GFLOP/s, isa), rate in KV GB/s for decode and GFLOP/s for prefill."""
     cmd = [str(bench), "--threads", str(args.threads), "--repeats", str(args.repeats),
            "--no-reference", "--no-baseline", "--only", shape.name]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if args.isa != "native":
+        env["ATTNKIT_CPU_ISA"] = args.isa
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         log(f"error: {shape.name}: cpu_attention_bench exited {p.returncode}\n{p.stderr}")
         return None
@@ -388,7 +412,7 @@ def main():
             + "; ".join(s.name for s in SHAPES))
         return 2
 
-    binary = ensure_built(ggml_dir, args.build_dir.resolve(), args.jobs, args.rebuild)
+    binary = ensure_built(ggml_dir, args.build_dir.resolve(), args.jobs, args.rebuild, args.isa)
     info = sys.stderr if args.csv else sys.stdout
     omp_env = " ".join(f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("OMP_"))
     log(f"load average at start: {load_average()}", file=info)
@@ -397,8 +421,8 @@ def main():
         if not args.attnkit.is_file():
             log(f"error: --attnkit {args.attnkit}: no such file")
             return 2
-        log(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; {args.threads} threads both",
-            file=info)
+        log(f"machine: {cpu_model()}, {os.cpu_count()} CPUs; {args.threads} threads both; "
+            f"--isa {args.isa}", file=info)
         log(f"attnkit: {args.attnkit}; {args.rounds} rounds per shape, attnkit then ggml "
             f"({' '.join(args.kv_types)}) in each; rates are medians over the rounds; "
             "% of ceiling: read bandwidth (decode) or fp32 FMA (prefill), measured by "
