@@ -3,7 +3,8 @@
 // heads x batch x context as listed. Reports the latent-cache read rate (GB/s of cache bytes
 // the step must read) and its ratio to the read bandwidth measured in the same run
 // (attnkit/bench/machine_ceilings.h), plus GFLOP/s (QK and PV: 2 * heads * keys * (576 +
-// 512) per request) against the fp32 FMA ceiling of the same run, and the share of the
+// 512) per request) against the compute ceiling of the same run (bf16 dot products where the
+// kernels use them, else fp32 FMA), and the share of the
 // shape's roofline (the slower of reading the cache and doing its FLOPs at those ceilings). Each
 // shape rotates over disjoint sets of cache blocks (>= 256 MiB in all, block tables shuffled) so
 // that successive calls do not find the cache in the LLC.
@@ -110,14 +111,21 @@ int main(int argc, char** argv) {
   std::printf("isa %s, %d threads\n", std::string(cpu::to_string(cpu::active_cpu_isa())).c_str(),
               threads);
   const bench::MachineCeilings ceilings = bench::measure_machine_ceilings(threads);
-  const double read_bw = ceilings.read_gb_per_s, fma = ceilings.fma_gflop_per_s;
-  std::printf("read bandwidth %.2f GB/s (512 MiB, best of 5); fp32 FMA %.1f GFLOP/s (%s)\n",
-              read_bw, fma, ceilings.fma_isa);
+  const double read_bw = ceilings.read_gb_per_s;
+  // The kernels' compute ceiling: with bf16 queries and cache (as here) the AVX-512 target
+  // uses avx512_bf16's dot products where the CPU has them, else fp32 FMAs.
+  const bool dot = cpu::active_cpu_isa() == cpu::CpuIsa::kAvx512 && cpu::avx512_bf16_dot_enabled();
+  const double compute = dot ? ceilings.bf16_dot_gflop_per_s : ceilings.fma_gflop_per_s;
+  std::printf(
+      "read bandwidth %.2f GB/s (512 MiB, best of 5); fp32 FMA %.1f GFLOP/s (%s); bf16 dot "
+      "%.1f GFLOP/s; compute ceiling of these kernels: %s\n",
+      read_bw, ceilings.fma_gflop_per_s, ceilings.fma_isa, ceilings.bf16_dot_gflop_per_s,
+      dot ? "bf16 dot" : "fp32 FMA");
   // The roofline of a shape: the step reads each latent row once and does 2 * heads * 1088
-  // FLOP on it, so it is bound by min(read bandwidth, FMA rate / FLOP per byte).
+  // FLOP on it, so it is bound by min(read bandwidth, compute rate / FLOP per byte).
   std::printf(
       "| heads | batch | context | cache MB | ms | cache GB/s | %% of read BW | GFLOP/s | "
-      "%% of FMA | %% of roofline |\n"
+      "%% of compute | %% of roofline |\n"
       "|---|---|---|---|---|---|---|---|---|---|\n");
   std::mt19937 gen(1);
   for (int heads : {16, 128}) {
@@ -128,10 +136,10 @@ int main(int argc, char** argv) {
       const double flops =
           2.0 * heads * batch * static_cast<double>(context) * (kMlaLatentDim + kMlaValueDim);
       const double gflops = flops / r.best_s / 1e9;
-      const double roof_s = std::max(r.cache_bytes / (read_bw * 1e9), flops / (fma * 1e9));
+      const double roof_s = std::max(r.cache_bytes / (read_bw * 1e9), flops / (compute * 1e9));
       std::printf("| %d | %d | %d | %.0f | %.3f | %.2f | %.1f | %.1f | %.1f | %.1f |\n", heads,
                   batch, context, r.cache_bytes / 1e6, r.best_s * 1e3, gbs, 100.0 * gbs / read_bw,
-                  gflops, 100.0 * gflops / fma, 100.0 * roof_s / r.best_s);
+                  gflops, 100.0 * gflops / compute, 100.0 * roof_s / r.best_s);
       std::fflush(stdout);
     }
   }

@@ -38,7 +38,7 @@ void mla_attention(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorksp
   switch (isa) {
 #if defined(__x86_64__) || defined(__i386__)
     case cpu::CpuIsa::kAvx512:
-      return mla_attention_avx512(p, plan, ws);
+      return mla_attention_avx512(p, plan, ws, cpu::avx512_bf16_dot_enabled());
     case cpu::CpuIsa::kAvx2:
       return mla_attention_avx2(p, plan, ws);
 #endif

@@ -20,7 +20,9 @@ namespace attnkit::cpu_mla {
 //   thread_scratch: per OpenMP thread, thread_floats floats: the item's fp32 queries
 //                   [rows, head_size], output accumulators [rows, head_size_v], one key
 //                   tile [lanes, head_size], probabilities [max(rows, 4), lanes] (one
-//                   block of 4 rows is used), m, l [rows];
+//                   block of 4 rows is used), m, l [rows] (the bf16-dot kernels keep
+//                   their bf16 queries, transposed and interleaved tile and bf16
+//                   probabilities in the same regions, see mla_kernel_impl.h);
 //   partial_out:    [plan.partial_rows, head_size_v] unnormalised split outputs;
 //   partial_ml:     [plan.partial_rows, 2] running max m and sum l of each split row.
 struct MlaWorkspace {
@@ -40,7 +42,9 @@ void mla_attention(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorksp
 // Per-ISA entry points (mla_kernels_<isa>.cpp).
 void mla_attention_scalar(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws);
 void mla_attention_avx2(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws);
-void mla_attention_avx512(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws);
+// bf16_dot: use avx512_bf16's dot products for bf16 queries and caches (the CPU has it).
+void mla_attention_avx512(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws,
+                          bool bf16_dot);
 
 // Largest SIMD width any target uses (the key tile is this many keys at most).
 inline constexpr int kMaxLanes = 16;

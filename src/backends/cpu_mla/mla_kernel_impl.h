@@ -17,17 +17,171 @@
 //      of Ops::kValueBlock vectors: every value vector loaded serves 4 rows.
 // Finally each row is normalised into `out`, or (split-KV) its unnormalised output, m and l
 // go to the workspace for merge_mla_splits().
+//
+// kDot (bf16 queries and cache, a CPU with avx512_bf16): the same steps with bf16 dot
+// products, each instruction two multiply-adds per lane and no conversion of the cache to
+// fp32 (bf16 x bf16 products are exact in fp32). Step 1 transposes the tile's latent rows
+// into key pairs ([head_size / 2][16 keys] of 32-bit bf16 pairs, so lane j of a scores
+// vector is key j and no reduction is needed) and interleaves its value prefix by key pairs;
+// step 2 accumulates 4 rows x 4 pair chains (16 independent dot chains cover the
+// instruction's latency) and scales the dots afterwards; step 3 rounds p to bf16 and sums
+// the rounded values; step 4 adds two keys per dot_bf16 for 4 rows x kValueBlock vectors.
 
 // Requires `Ops` and kernels/cpu/row_io.h's helpers (typed, load_row_f32,
 // store_row, element_size) in the including namespace.
 
-template <class Kv>
+// Scores of rows q .. q + nr - 1 ([nr, D] fp32, pre-scaled) against the L keys of the fp32
+// tile kt ([L, D]): blocks of 4 rows x Ops::kScoreKeyBlock keys, so every loaded query
+// vector serves several keys and every key vector 4 rows; out[ri] lane j is key j. Rows past
+// nr repeat the last row (their results are dropped).
+inline void mla_scores(const float* q, int nr, int D, const float* kt, typename Ops::V* out) {
+  using V = typename Ops::V;
+  constexpr int L = Ops::kLanes;
+  constexpr int KB = Ops::kScoreKeyBlock;
+  static_assert(L % KB == 0);
+  const int64_t ld = D;
+  V dots[4][L];
+  const float* q_rows[4];
+  for (int ri = 0; ri < 4; ++ri) q_rows[ri] = q + static_cast<int64_t>(std::min(ri, nr - 1)) * D;
+  for (int j0 = 0; j0 < L; j0 += KB) {
+    V a[4][KB];
+    for (auto& a_row : a)
+      for (V& x : a_row) x = Ops::zero();
+    const float* k_rows = kt + j0 * ld;
+    for (int c = 0; c < D; c += L) {
+      V kv[KB];
+      for (int jj = 0; jj < KB; ++jj) kv[jj] = Ops::load(k_rows + jj * ld + c);
+      for (int ri = 0; ri < 4; ++ri) {
+        const V qv = Ops::load(q_rows[ri] + c);
+        for (int jj = 0; jj < KB; ++jj) a[ri][jj] = Ops::fmadd(qv, kv[jj], a[ri][jj]);
+      }
+    }
+    for (int ri = 0; ri < 4; ++ri)
+      for (int jj = 0; jj < KB; ++jj) dots[ri][j0 + jj] = a[ri][jj];
+  }
+  for (int ri = 0; ri < 4; ++ri) out[ri] = Ops::reduce_lanes(dots[ri]);
+}
+
+// kDot step 1: the latent rows of keys k0 .. k0 + n - 1 from the paged bf16 cache, transposed
+// into key pairs at kt16 ([D / 2][16] 32-bit pairs: vector i holds elements 2i, 2i + 1 of
+// every key) and their first DV elements interleaved by key pairs at vt16 (pair q, vector v:
+// (v_2q[c], v_2q+1[c]) for c = 16 v + lane). Keys past n read key k0's row: their scores are
+// masked and their probabilities are 0.
+inline void mla_dot_tile(const attnkit::PagedAttentionParams& p, const int32_t* table, int k0,
+                         int n, uint16_t* kt16, uint16_t* vt16) {
+  using BV = typename Ops::BV;
+  const int D = p.head_size, DV = p.head_size_v;
+  const uint16_t* rows[16];
+  for (int j = 0; j < 16; ++j) {
+    const int pos = k0 + (j < n ? j : 0);
+    const int64_t blk = table[pos / p.block_size];
+    rows[j] = static_cast<const uint16_t*>(p.k_cache) + blk * p.k_block_stride +
+              (pos % p.block_size) * p.k_token_stride;
+  }
+  for (int64_t c = 0; c < D; c += 32) {
+    const bool full = c + 32 <= D;  // else 16 elements (8 pairs) are left
+    BV key_rows[16];
+    for (int j = 0; j < 16; ++j) {
+      key_rows[j] = full ? Ops::load_bf16_pairs(rows[j] + c) : Ops::load_bf16_half(rows[j] + c);
+    }
+    Ops::transpose16_store(key_rows, kt16 + c * 16, full ? 16 : 8);
+  }
+  const int vecs = DV / 16;
+  for (int q = 0; q < 8; ++q) {
+    const uint16_t* a = rows[2 * q];
+    const uint16_t* b = rows[2 * q + 1];
+    uint16_t* dst = vt16 + int64_t{q} * vecs * 32;
+    int64_t c = 0;
+    for (; c + 32 <= DV; c += 32) {
+      BV lo, hi;
+      Ops::interleave_bf16(Ops::load_bf16_pairs(a + c), Ops::load_bf16_pairs(b + c), lo, hi);
+      std::memcpy(dst + c * 2, &lo, sizeof(BV));
+      std::memcpy(dst + c * 2 + 32, &hi, sizeof(BV));
+    }
+    if (c < DV) {
+      BV lo, hi;
+      Ops::interleave_bf16(Ops::load_bf16_half(a + c), Ops::load_bf16_half(b + c), lo, hi);
+      std::memcpy(dst + c * 2, &lo, sizeof(BV));
+    }
+  }
+}
+
+// kDot step 2: scores of the bf16 query rows q16 .. + nr - 1 ([nr, D]) against the
+// transposed tile, times `scale`; out[ri] lane j is key j. Four pair chains per row (16
+// independent dot chains in all) cover the dot instruction's latency.
+inline void mla_dot_scores(const uint16_t* q16, int nr, int D, const uint16_t* kt16,
+                           typename Ops::V scale, typename Ops::V* out) {
+  using V = typename Ops::V;
+  const uint16_t* q_rows[4];
+  for (int ri = 0; ri < 4; ++ri) q_rows[ri] = q16 + static_cast<int64_t>(std::min(ri, nr - 1)) * D;
+  V a[4][4];
+  for (auto& a_row : a)
+    for (V& x : a_row) x = Ops::zero();
+  const int64_t pairs = D / 2;
+  int64_t i = 0;
+  for (; i + 4 <= pairs; i += 4) {
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const auto kv = Ops::load_bf16_pairs(kt16 + (i + u) * 32);
+#pragma GCC unroll 4
+      for (int ri = 0; ri < 4; ++ri) {
+        a[ri][u] = Ops::dot_bf16(a[ri][u], Ops::broadcast_pair(q_rows[ri] + 2 * (i + u)), kv);
+      }
+    }
+  }
+  for (; i < pairs; ++i) {
+    const auto kv = Ops::load_bf16_pairs(kt16 + i * 32);
+    for (int ri = 0; ri < 4; ++ri) {
+      a[ri][0] = Ops::dot_bf16(a[ri][0], Ops::broadcast_pair(q_rows[ri] + 2 * i), kv);
+    }
+  }
+  for (int ri = 0; ri < 4; ++ri) {
+    out[ri] = Ops::mul(Ops::add(Ops::add(a[ri][0], a[ri][1]), Ops::add(a[ri][2], a[ri][3])), scale);
+  }
+}
+
+// kDot step 4: o[ri] = alpha[ri] o[ri] + sum over key pairs q in [q_lo, q_hi) of
+// (p[ri][2q], p[ri][2q+1]) . (v_2q, v_2q+1), for the 4 rows of a block together and
+// Ops::kValueBlock vectors at a time. Rows past nr alias row nr - 1 and are not stored.
+inline void mla_dot_values(float* const* o_rows, int nr, const float* alpha, const uint16_t* p16,
+                           const uint16_t* vt16, int DV, int q_lo, int q_hi) {
+  using V = typename Ops::V;
+  constexpr int L = Ops::kLanes;
+  constexpr int VB = Ops::kValueBlock;
+  const int vecs = DV / L;
+  for (int c = 0; c < vecs; c += VB) {
+    const int nb = std::min(VB, vecs - c);
+    V ov[4][VB];
+    for (int ri = 0; ri < 4; ++ri) {
+      const V va = Ops::set1(alpha[ri]);
+      for (int b = 0; b < VB; ++b) {
+        ov[ri][b] = b < nb ? Ops::mul(Ops::load(o_rows[ri] + int64_t{c + b} * L), va) : Ops::zero();
+      }
+    }
+    for (int64_t q = q_lo; q < q_hi; ++q) {
+      typename Ops::BV vv[VB];
+      for (int b = 0; b < VB; ++b) {
+        vv[b] = b < nb ? Ops::load_bf16_pairs(vt16 + (q * vecs + c + b) * 32) : typename Ops::BV{};
+      }
+      for (int ri = 0; ri < 4; ++ri) {
+        const auto pb = Ops::broadcast_pair(p16 + int64_t{ri} * L + 2 * q);
+        for (int b = 0; b < VB; ++b) ov[ri][b] = Ops::dot_bf16(ov[ri][b], pb, vv[b]);
+      }
+    }
+    for (int ri = 0; ri < nr; ++ri) {
+      for (int b = 0; b < nb; ++b) Ops::store(o_rows[ri] + int64_t{c + b} * L, ov[ri][b]);
+    }
+  }
+}
+
+template <class Kv, bool kDot>
 void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
               const attnkit::cpu_mla::MlaWorkItem& item, attnkit::cpu_mla::MlaWorkspace& ws,
               float* scratch) {
   using V = typename Ops::V;
   constexpr int L = Ops::kLanes;
   static_assert(L % 4 == 0 && L <= attnkit::cpu_mla::kMaxLanes);
+  static_assert(!kDot || (Ops::kHasBf16Dot && L == 16 && std::is_same_v<Kv, attnkit::cpu::KvBf16>));
   const int H = p.num_heads, D = p.head_size, DV = p.head_size_v;
   const int tokens = item.token_end - item.token_begin;
   const int rows = tokens * H;
@@ -39,6 +193,13 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
   float* prob = kt + L * ld;                         // [4, L]: the probabilities of a block of rows
   float* m = prob + int64_t{std::max(rows, 4)} * L;  // [rows]
   float* l = m + rows;                               // [rows]
+  // kDot: qf holds the raw bf16 query rows, kt the transposed key tile ([D / 2][L] pairs)
+  // followed by the interleaved value tile ([L / 2 pairs][DV / L vectors][32]), prob the
+  // bf16 probabilities [4][L] (8 D + 8 DV <= L D floats, as DV <= D).
+  auto* q16 = reinterpret_cast<uint16_t*>(qf);
+  auto* kt16 = reinterpret_cast<uint16_t*>(kt);
+  uint16_t* vt16 = kt16 + int64_t{L} * D;
+  auto* p16 = reinterpret_cast<uint16_t*>(prob);
 
   // Visible keys of each token of the item (attnkit/kernels/mask.h).
   attnkit::KeySpan visible[attnkit::cpu_mla::kMaxTileTokens];
@@ -50,16 +211,20 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
     visible[t] = attnkit::visible_keys(plan.mask, pos, kv_len);
   }
 
-  // Queries in fp32, pre-multiplied by scale * k_scale.
+  // Queries in fp32, pre-multiplied by scale * k_scale (kDot: raw bf16, the dots scaled).
   const int64_t qsize = element_size(p.q_dtype);
   const V qscale = Ops::set1(p.scale * p.k_scale);
   for (int r = 0; r < rows; ++r) {
     const int t = item.token_begin + r / H, h = r % H;
     const char* src =
         static_cast<const char*>(p.q) + (t * p.q_token_stride + h * p.q_head_stride) * qsize;
-    float* dst = qf + static_cast<int64_t>(r) * D;
-    load_row_f32(p.q_dtype, src, dst, D);
-    for (int c = 0; c < D; c += L) Ops::store(dst + c, Ops::mul(Ops::load(dst + c), qscale));
+    if constexpr (kDot) {
+      std::memcpy(q16 + static_cast<int64_t>(r) * D, src, static_cast<size_t>(D) * 2);
+    } else {
+      float* dst = qf + static_cast<int64_t>(r) * D;
+      load_row_f32(p.q_dtype, src, dst, D);
+      for (int c = 0; c < D; c += L) Ops::store(dst + c, Ops::mul(Ops::load(dst + c), qscale));
+    }
     m[r] = kNegInf;
     l[r] = 0.0f;
   }
@@ -70,66 +235,63 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
   for (int k0 = item.key_begin; k0 < item.key_end; k0 += L) {
     const int n = std::min(L, item.key_end - k0);
     // 1. One read of each latent row, for every head.
-    for (int j = 0; j < L; ++j) {
-      float* row = kt + j * ld;
-      if (j >= n) {
-        std::fill(row, row + D, 0.0f);
-        continue;
+    if constexpr (kDot) {
+      mla_dot_tile(p, table, k0, n, kt16, vt16);
+    } else {
+      for (int j = 0; j < L; ++j) {
+        float* row = kt + j * ld;
+        if (j >= n) {
+          std::fill(row, row + D, 0.0f);
+          continue;
+        }
+        const int pos = k0 + j;
+        const int64_t blk = table[pos / p.block_size];
+        const char* src =
+            static_cast<const char*>(p.k_cache) +
+            (blk * p.k_block_stride + (pos % p.block_size) * p.k_token_stride) * ksize;
+        for (int c = 0; c < D; c += L) Ops::store(row + c, Ops::load_f32(Kv{}, typed<Kv>(src) + c));
       }
-      const int pos = k0 + j;
-      const int64_t blk = table[pos / p.block_size];
-      const char* src = static_cast<const char*>(p.k_cache) +
-                        (blk * p.k_block_stride + (pos % p.block_size) * p.k_token_stride) * ksize;
-      for (int c = 0; c < D; c += L) Ops::store(row + c, Ops::load_f32(Kv{}, typed<Kv>(src) + c));
     }
     for (int r0 = 0; r0 < rows; r0 += 4) {
       const int nr = std::min(4, rows - r0);
-      // 2. Scores of 4 rows x L keys.
-      constexpr int KB = Ops::kScoreKeyBlock;
-      static_assert(L % KB == 0);
-      V dots[4][L];
-      const float* q_rows[4];
-      for (int ri = 0; ri < 4; ++ri) {
-        // Rows past the end repeat the last row (their results are dropped).
-        q_rows[ri] = qf + static_cast<int64_t>(r0 + std::min(ri, nr - 1)) * D;
-      }
-      for (int j0 = 0; j0 < L; j0 += KB) {
-        V a[4][KB];
-        for (auto& a_row : a)
-          for (V& x : a_row) x = Ops::zero();
-        const float* k_rows = kt + j0 * ld;
-        for (int c = 0; c < D; c += L) {
-          V kv[KB];
-          for (int jj = 0; jj < KB; ++jj) kv[jj] = Ops::load(k_rows + jj * ld + c);
-          for (int ri = 0; ri < 4; ++ri) {
-            const V q = Ops::load(q_rows[ri] + c);
-            for (int jj = 0; jj < KB; ++jj) a[ri][jj] = Ops::fmadd(q, kv[jj], a[ri][jj]);
-          }
-        }
-        for (int ri = 0; ri < 4; ++ri)
-          for (int jj = 0; jj < KB; ++jj) dots[ri][j0 + jj] = a[ri][jj];
+      // 2. Scores of 4 rows x L keys: scores[ri] lane j = row r0 + ri, key k0 + j.
+      V scores[4];
+      if constexpr (kDot) {
+        mla_dot_scores(q16 + static_cast<int64_t>(r0) * D, nr, D, kt16, qscale, scores);
+      } else {
+        mla_scores(qf + static_cast<int64_t>(r0) * D, nr, D, kt, scores);
       }
       // 3. Mask and online softmax of each row: its probabilities (0 outside the row's
       // visible lanes [first, end)) and the factor alpha of its running output; a row with
       // no visible key in the tile keeps its output (alpha 1, probabilities 0).
       float alpha[4] = {1.0f, 1.0f, 1.0f, 1.0f};
-      float* p_rows = prob;  // [4][L]
+      float* p_rows = prob;  // [4][L] (kDot: p16, bf16)
       int lo = L, hi = 0;    // keys any row of the block sees
       for (int ri = 0; ri < 4; ++ri) {
-        Ops::store(p_rows + int64_t{ri} * L, Ops::zero());
+        if constexpr (kDot) {
+          std::memset(p16 + int64_t{ri} * L, 0, sizeof(uint16_t) * L);
+        } else {
+          Ops::store(p_rows + int64_t{ri} * L, Ops::zero());
+        }
         if (ri >= nr) continue;
         const int r = r0 + ri;
         const int t = r / H;
         const int first = std::max(visible[t].begin, k0) - k0;
         const int end = std::min(visible[t].end, k0 + n) - k0;
         if (first >= end) continue;  // no visible key of this row in the tile
-        const V s = Ops::mask_range(Ops::reduce_lanes(dots[ri]), first, end);
+        const V s = Ops::mask_range(scores[ri], first, end);
         const float m_new = std::max(m[r], Ops::hmax(s));
         alpha[ri] = std::exp(m[r] - m_new);  // 0 on the first visible tile
-        const V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
+        V pv = Ops::exp(Ops::sub(s, Ops::set1(m_new)));
+        if constexpr (kDot) {
+          // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
+          Ops::store_bf16(p16 + int64_t{ri} * L, pv);
+          pv = Ops::round_to_bf16(pv);
+        } else {
+          Ops::store(p_rows + int64_t{ri} * L, pv);
+        }
         l[r] = l[r] * alpha[ri] + Ops::hsum(pv);
         m[r] = m_new;
-        Ops::store(p_rows + int64_t{ri} * L, pv);
         lo = std::min(lo, first);
         hi = std::max(hi, end);
       }
@@ -141,6 +303,10 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
       float* o_rows[4];
       for (int ri = 0; ri < 4; ++ri) {
         o_rows[ri] = acc + static_cast<int64_t>(r0 + std::min(ri, nr - 1)) * DV;
+      }
+      if constexpr (kDot) {
+        mla_dot_values(o_rows, nr, alpha, p16, vt16, DV, lo / 2, (hi + 1) / 2);
+        continue;
       }
       for (int c = 0; c < DV; c += VB * L) {
         const int nb = std::min(VB, (DV - c) / L);
@@ -226,14 +392,14 @@ inline void merge_mla_split(const attnkit::PagedAttentionParams& p,
   }
 }
 
-template <class Kv>
+template <class Kv, bool kDot>
 void run_mla_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
                    attnkit::cpu_mla::MlaWorkspace& ws) {
   const int n = static_cast<int>(plan.items.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < n; ++i) {
     float* scratch = ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats;
-    mla_item<Kv>(p, plan, plan.items[static_cast<size_t>(i)], ws, scratch);
+    mla_item<Kv, kDot>(p, plan, plan.items[static_cast<size_t>(i)], ws, scratch);
   }
   if (plan.partial_rows == 0) return;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -245,20 +411,27 @@ void run_mla_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu_ml
   }
 }
 
+// bf16_dot: the CPU has avx512_bf16 (only the AVX-512 target has the instruction).
 inline void run_mla(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
-                    attnkit::cpu_mla::MlaWorkspace& ws) {
+                    attnkit::cpu_mla::MlaWorkspace& ws, bool bf16_dot) {
   using attnkit::ScalarType;
   using namespace attnkit::cpu;
   switch (p.kv_dtype) {
     case ScalarType::kFloat32:
-      return run_mla_typed<KvF32>(p, plan, ws);
+      return run_mla_typed<KvF32, false>(p, plan, ws);
     case ScalarType::kFloat16:
-      return run_mla_typed<KvF16>(p, plan, ws);
+      return run_mla_typed<KvF16, false>(p, plan, ws);
     case ScalarType::kBFloat16:
-      return run_mla_typed<KvBf16>(p, plan, ws);
+      // bf16 x bf16 products are exact in fp32, so the dot instruction loses nothing.
+      if constexpr (Ops::kHasBf16Dot && Ops::kLanes == 16) {
+        if (bf16_dot && p.q_dtype == ScalarType::kBFloat16) {
+          return run_mla_typed<KvBf16, true>(p, plan, ws);
+        }
+      }
+      return run_mla_typed<KvBf16, false>(p, plan, ws);
     case ScalarType::kFp8E4M3:
-      return run_mla_typed<KvE4m3>(p, plan, ws);
+      return run_mla_typed<KvE4m3, false>(p, plan, ws);
     default:
-      return run_mla_typed<KvE5m2>(p, plan, ws);
+      return run_mla_typed<KvE5m2, false>(p, plan, ws);
   }
 }

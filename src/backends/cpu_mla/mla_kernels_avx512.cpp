@@ -20,8 +20,9 @@ namespace attnkit::cpu_mla::ATTNKIT_TARGET_NS {
 
 namespace attnkit::cpu_mla {
 
-void mla_attention_avx512(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws) {
-  ATTNKIT_TARGET_NS::run_mla(p, plan, ws);
+void mla_attention_avx512(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws,
+                          bool bf16_dot) {
+  ATTNKIT_TARGET_NS::run_mla(p, plan, ws, bf16_dot);
 }
 
 }  // namespace attnkit::cpu_mla

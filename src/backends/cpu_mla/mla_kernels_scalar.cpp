@@ -21,7 +21,7 @@ namespace attnkit::cpu_mla::ATTNKIT_TARGET_NS {
 namespace attnkit::cpu_mla {
 
 void mla_attention_scalar(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws) {
-  ATTNKIT_TARGET_NS::run_mla(p, plan, ws);
+  ATTNKIT_TARGET_NS::run_mla(p, plan, ws, false);
 }
 
 }  // namespace attnkit::cpu_mla
