@@ -13,7 +13,13 @@ namespace attnkit {
 
 std::string kernel_variant(std::string_view backend, const Platform& platform) {
   if (backend == "CPU_FLASH" || backend == "CPU_MLA") {
-    return "cpu isa " + std::string(cpu::to_string(cpu::active_cpu_isa()));
+    std::string variant = "cpu isa " + std::string(cpu::to_string(cpu::active_cpu_isa()));
+    // flash_driver_impl.h, mla_kernel_impl.h: the AVX-512 kernels take avx512_bf16's dot
+    // products for bf16 queries and caches where the CPU has them.
+    if (cpu::active_cpu_isa() == cpu::CpuIsa::kAvx512 && cpu::avx512_bf16_dot_enabled()) {
+      variant += ", bf16 dot products for bf16 queries and caches";
+    }
+    return variant;
   }
   if (backend.substr(0, 5) != "CUDA_") return {};
   const int cc = platform.compute_capability();

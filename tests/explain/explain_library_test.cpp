@@ -11,6 +11,7 @@
 #include "attnkit/core/error.h"
 #include "attnkit/core/json_schema.h"
 #include "attnkit/explain/explain.h"
+#include "attnkit/kernels/cpu_isa.h"
 #include "explain_test_util.h"
 
 namespace attnkit {
@@ -84,6 +85,10 @@ TEST_F(Explain, ShowsTheKernelVariantOfEveryChosenBackendAndTheOptions) {
   const Explanation e = run("gemma-3-1b-it");
   ASSERT_EQ(e.kernel_variants.count("CPU_FLASH"), 1u);
   EXPECT_EQ(e.kernel_variants.at("CPU_FLASH").rfind("cpu isa ", 0), 0u);
+  // The bf16 dot products are named exactly where the kernels take them.
+  const bool dot = cpu::active_cpu_isa() == cpu::CpuIsa::kAvx512 && cpu::avx512_bf16_dot_enabled();
+  EXPECT_EQ(e.kernel_variants.at("CPU_FLASH").find("bf16 dot products") != std::string::npos, dot)
+      << e.kernel_variants.at("CPU_FLASH");
   const std::string text = to_text(e);
   EXPECT_NE(text.find("Kernels of CPU_FLASH: cpu isa "), std::string::npos) << text;
   EXPECT_NE(text.find("Options: "), std::string::npos) << text;
