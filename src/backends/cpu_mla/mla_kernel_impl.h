@@ -87,10 +87,10 @@ inline void mla_dot_tile(const attnkit::PagedAttentionParams& p, const int32_t* 
     Ops::transpose16_store(key_rows, kt16 + c * 16, full ? 16 : 8);
   }
   const int vecs = DV / 16;
-  for (int q = 0; q < 8; ++q) {
+  for (int64_t q = 0; q < 8; ++q) {
     const uint16_t* a = rows[2 * q];
     const uint16_t* b = rows[2 * q + 1];
-    uint16_t* dst = vt16 + int64_t{q} * vecs * 32;
+    uint16_t* dst = vt16 + q * vecs * 32;
     int64_t c = 0;
     for (; c + 32 <= DV; c += 32) {
       BV lo, hi;
