@@ -197,6 +197,7 @@ void run_bench(const BenchArgs& a) {
     j["read_gb_per_s_ceiling"] = ceilings.read_gb_per_s;
     j["flop_ceiling_gflop_per_s"] = r.flop_ceiling_gflop_per_s;
     j["fma_gflop_per_s_ceiling"] = ceilings.fma_gflop_per_s;
+    j["fma_isa"] = ceilings.fma_isa;
     j["bf16_dot_gflop_per_s_ceiling"] = ceilings.bf16_dot_gflop_per_s;
     j["kv_read_ratio"] = r.read_ratio;
     j["flop_ratio"] = r.flop_ratio;

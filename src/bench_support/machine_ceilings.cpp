@@ -11,6 +11,7 @@
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
 #include "attnkit/core/platform.h"
+#include "attnkit/kernels/cpu_isa.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -201,17 +202,21 @@ MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes) {
   };
   const int64_t iters = 20'000'000;
 #if defined(__x86_64__)
-  const CpuFeatures f = detect_cpu_features();
-  if (f.avx512f) {
+  // The ceilings of the ISA the kernels run (cpu::active_cpu_isa(), which ATTNKIT_CPU_ISA
+  // may force below the machine's best): AVX2 kernels on an AVX-512 machine are held to the
+  // 256-bit FMA rate (half the 512-bit one where a core has two 512-bit FMA units), and to
+  // no bf16 dot ceiling, since they take no dot products.
+  const cpu::CpuIsa isa = cpu::active_cpu_isa();
+  if (isa == cpu::CpuIsa::kAvx512) {
     c.fma_isa = "avx512";
     set_fma(flops_on_threads(threads, iters, 12 * 32.0, fma_loop_avx512));
-  } else if (f.avx2 && f.fma) {
+  } else if (isa == cpu::CpuIsa::kAvx2) {
     c.fma_isa = "avx2";
     set_fma(flops_on_threads(threads, iters, 12 * 16.0, fma_loop_avx2));
   } else {
     set_fma(flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar));
   }
-  if (f.avx512_bf16) {
+  if (isa == cpu::CpuIsa::kAvx512 && cpu::avx512_bf16_dot_enabled()) {
     const Rates r = flops_on_threads(threads, iters, 12 * 64.0, bf16_dot_loop);
     c.bf16_dot_gflop_per_s = r.wall / 1e9;
     c.bf16_dot_gflop_per_s_cpu = r.cpu / 1e9;

@@ -4,7 +4,9 @@
 //   - memory read bandwidth: a streaming read (sum) over a buffer far larger than the
 //     caches, on all threads;
 //   - FLOP ceilings: register-resident loops of independent fp32 FMAs, and of avx512_bf16
-//     dot products (vdpbf16ps, 64 FLOP each), on all threads.
+//     dot products (vdpbf16ps, 64 FLOP each), on all threads, with the SIMD width of the
+//     ISA the CPU kernels run (cpu::active_cpu_isa(), ATTNKIT_CPU_ISA): forced AVX2 kernels
+//     are measured against the 256-bit FMA loop and get no bf16 dot ceiling.
 // Each is also measured per CPU-second ("_cpu": work / (process CPU time / threads)), which
 // a machine shared with other jobs does not depress the way it depresses wall-clock rates:
 // a benchmark's CPU-time rate over these is a ratio both sides of which exclude the time
@@ -20,7 +22,7 @@ struct ATTNKIT_API MachineCeilings {
   int threads = 1;
   double read_gb_per_s = 0.0;         // 1e9 bytes per second
   double fma_gflop_per_s = 0.0;       // fp32 FMA, 2 FLOP per lane
-  double bf16_dot_gflop_per_s = 0.0;  // 0 when the CPU has no avx512_bf16
+  double bf16_dot_gflop_per_s = 0.0;  // 0 without avx512_bf16, or with other kernels active
   const char* fma_isa = "scalar";     // the ISA the FMA loop ran with
   // The same per CPU-second of each thread (see above).
   double read_gb_per_s_cpu = 0.0;

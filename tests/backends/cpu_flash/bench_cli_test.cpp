@@ -16,8 +16,9 @@ struct CliResult {
   std::string out;
 };
 
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(ATTNKIT_CLI_PATH) + " " + args + " 2>&1";
+CliResult run_cli(const std::string& args, const std::string& env = "") {
+  const std::string cmd =
+      (env.empty() ? "" : env + " ") + std::string(ATTNKIT_CLI_PATH) + " " + args + " 2>&1";
   CliResult r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return {-1, ""};
@@ -45,6 +46,24 @@ TEST(BenchCli, JsonReportForOneShape) {
   EXPECT_DOUBLE_EQ(j["kv_bytes"].get<double>(), 2.0 * 300 * 2 * 128);
   EXPECT_NEAR(j["kv_gb_per_s"].get<double>(),
               j["kv_bytes"].get<double>() / j["median_us"].get<double>() / 1e3, 1e-9);
+}
+
+// The FLOP ceiling follows the kernels that run: forced scalar kernels of a bf16 shape are held
+// to the scalar FMA loop, not to a SIMD or bf16-dot rate they cannot issue.
+TEST(BenchCli, CeilingsFollowTheForcedCpuIsa) {
+  const CliResult r = run_cli(
+      "bench --backend cpu_flash --heads 4/2 --head-size 64 --batch 1 --context 64 "
+      "--dtype bf16 --kv-cache-dtype bf16 --threads 1 --repeats 1 --warmup 0 "
+      "--read-buffer-mb 8 --json",
+      "ATTNKIT_CPU_ISA=scalar");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["cpu_isa"], "scalar");
+  EXPECT_EQ(j["fma_isa"], "scalar");
+  EXPECT_EQ(j["bf16_dot_gflop_per_s_ceiling"].get<double>(), 0.0);
+  EXPECT_GT(j["fma_gflop_per_s_ceiling"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["flop_ceiling_gflop_per_s"].get<double>(),
+                   j["fma_gflop_per_s_ceiling"].get<double>());
 }
 
 TEST(BenchCli, BadValuesAreNamed) {
