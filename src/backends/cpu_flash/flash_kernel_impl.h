@@ -266,6 +266,18 @@ class ItemKernel {
           krow[j] = dst;
         }
       }
+      if constexpr (L == 8) {
+        // Prefill-sized on 8 lanes: register-blocked dot products and the softmax of 8 rows
+        // at once (see qk_rows8). Lanes past n read key 0's row and are masked.
+        for (int j = n; j < L; ++j) krow[j] = krow[0];
+        for (int r0 = 0; r0 < rows; r0 += 8) {
+          const int nr = std::min(8, rows - r0);
+          V s[8];
+          qk_rows8(krow, r0, nr, s);
+          softmax_rows8(r0, nr, s, kt, n, k_begin, k_end);
+        }
+        return;
+      }
       for (int r = 0; r < rows; ++r) {
         const KeyRange kr = key_range(r, kt, n, k_begin, k_end);
         if (kr.empty()) {  // this row sees no key of the tile: skip the dot products
@@ -323,6 +335,37 @@ class ItemKernel {
     }
     for (int rr = 0; rr < rows; ++rr) {
       softmax_row(r0 + rr, Ops::load(sc[rr]), kt, n, k_begin, k_end);
+    }
+  }
+
+  // Dot products of rows r0 .. r0+nr-1 (nr <= 8) with the 8 fp32 key rows krow (8 lanes):
+  // s[rr] lane j = q_{r0+rr} . k_j. Blocks of 2 rows x 4 keys (8 accumulators, 4 key vectors
+  // and 2 query vectors in AVX2's 16 registers): 6 loads per 8 FMAs where a row against its
+  // 8 keys takes 9. Each block is folded by one transpose-add tree (lane 4 r + k), and the
+  // two key halves of a row pair are joined by one 128-bit permute per row.
+  void qk_rows8(const float* const* krow, int r0, int nr, V* s) {
+    for (int rp = 0; rp < 8; rp += 2) {
+      const float* q0 = q_ + int64_t{r0 + (rp < nr ? rp : 0)} * d_;
+      const float* q1 = q_ + int64_t{r0 + (rp + 1 < nr ? rp + 1 : 0)} * d_;
+      V half[2];
+      for (int g = 0; g < 2; ++g) {
+        const float* const* k = krow + 4 * g;
+        V acc[8];
+        for (V& a : acc) a = Ops::zero();
+        for (int64_t c = 0; c < d_; c += L) {
+          const V qa = Ops::load(q0 + c);
+          const V qb = Ops::load(q1 + c);
+#pragma GCC unroll 4
+          for (int kk = 0; kk < 4; ++kk) {
+            const V kv = Ops::load(k[kk] + c);
+            acc[kk] = Ops::fmadd(qa, kv, acc[kk]);
+            acc[4 + kk] = Ops::fmadd(qb, kv, acc[4 + kk]);
+          }
+        }
+        half[g] = Ops::reduce_lanes(acc);
+      }
+      s[rp] = Ops::row_pair_lo(half[0], half[1]);
+      s[rp + 1] = Ops::row_pair_hi(half[0], half[1]);
     }
   }
 
@@ -418,11 +461,16 @@ class ItemKernel {
     const V alpha = Ops::select_eq(m_new, m_old, Ops::set1(1.0f), Ops::exp(Ops::sub(m_old, base)));
     for (int rr = 0; rr < 8; ++rr) {
       if (rr < nr) {
-        V pv = Ops::exp(Ops::sub(s[rr], Ops::lane(base, rr)));
-        // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
-        Ops::store_bf16(
-            reinterpret_cast<uint16_t*>(pr_ + int64_t{r0 + rr} * attnkit::cpu::kMaxTileKeys), pv);
-        red[rr] = Ops::round_to_bf16(pv);
+        const V pv = Ops::exp(Ops::sub(s[rr], Ops::lane(base, rr)));
+        float* prow = pr_ + int64_t{r0 + rr} * attnkit::cpu::kMaxTileKeys;
+        if constexpr (kDot) {
+          // The values are weighted by the bf16-rounded p; the sum uses the same numbers.
+          Ops::store_bf16(reinterpret_cast<uint16_t*>(prow), pv);
+          red[rr] = Ops::round_to_bf16(pv);
+        } else {
+          Ops::store(prow, pv);
+          red[rr] = pv;
+        }
       } else {
         red[rr] = Ops::zero();
       }

@@ -74,20 +74,50 @@ struct Ops {
     return _mm256_or_ps(t, _mm256_and_ps(x, sign_bit));
   }
 
-  // Lane j of the result = sum of the lanes of a[j] (transpose-and-add tree).
-  static V reduce_lanes(const V* a) {
+  struct Add {
+    static V apply(V x, V y) { return _mm256_add_ps(x, y); }
+  };
+  struct Max {
+    static V apply(V x, V y) { return _mm256_max_ps(x, y); }
+  };
+  // Lane j of the result = op over the lanes of a[j] (transpose-and-reduce tree).
+  template <typename Op>
+  static V reduce_lanes_by(const V* a) {
+    constexpr auto op = &Op::apply;
     V b[4];
     for (int64_t i = 0; i < 4; ++i) {
-      b[i] = _mm256_add_ps(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]),
-                           _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
+      b[i] = op(_mm256_unpacklo_ps(a[2 * i], a[2 * i + 1]),
+                _mm256_unpackhi_ps(a[2 * i], a[2 * i + 1]));
     }
-    const V c0 = _mm256_add_ps(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                               _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 2, 3, 2)));
-    const V c1 = _mm256_add_ps(_mm256_shuffle_ps(b[2], b[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                               _mm256_shuffle_ps(b[2], b[3], _MM_SHUFFLE(3, 2, 3, 2)));
-    return _mm256_add_ps(_mm256_permute2f128_ps(c0, c1, 0x20),
-                         _mm256_permute2f128_ps(c0, c1, 0x31));
+    const V c0 = op(_mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                    _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    const V c1 = op(_mm256_shuffle_ps(b[2], b[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                    _mm256_shuffle_ps(b[2], b[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return op(_mm256_permute2f128_ps(c0, c1, 0x20), _mm256_permute2f128_ps(c0, c1, 0x31));
   }
+  // Lane j of the result = sum of the lanes of a[j].
+  static V reduce_lanes(const V* a) { return reduce_lanes_by<Add>(a); }
+  // Lane j of the result = max of the lanes of a[j].
+  static V reduce_lanes_max(const V* a) { return reduce_lanes_by<Max>(a); }
+  // Lane i of v in every lane.
+  static V lane(V v, int i) { return _mm256_permutevar8x32_ps(v, _mm256_set1_epi32(i)); }
+  // The first n (<= 8) floats at p (the other lanes `fill`, not read), and their store.
+  static __m256i first_lanes(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V load_n(const float* p, int n, float fill) {
+    const __m256i m = first_lanes(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+  }
+  static void store_n(float* p, V v, int n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
+  // Per lane: a == b ? if_eq : otherwise.
+  static V select_eq(V a, V b, V if_eq, V otherwise) {
+    return _mm256_blendv_ps(otherwise, if_eq, _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+  }
+  // Row pair of a 2-row x 4-key score block: from g0 (keys 0-3) and g1 (keys 4-7), each
+  // with lane 4 r + k = row r, key k, row 0's eight keys (lo) and row 1's (hi).
+  static V row_pair_lo(V g0, V g1) { return _mm256_permute2f128_ps(g0, g1, 0x20); }
+  static V row_pair_hi(V g0, V g1) { return _mm256_permute2f128_ps(g0, g1, 0x31); }
   // Lanes [begin, end) of s; -inf elsewhere.
   static V mask_range(V s, int begin, int end) {
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -155,9 +185,4 @@ struct Ops {
   static void interleave_bf16(BV, BV, BV&, BV&) {}
   static void transpose_blocks4(const V*, V*) {}
   static void transpose16(const BV*, BV*) {}
-  static V reduce_lanes_max(const V* a) { return a[0]; }
-  static V lane(V v, int) { return v; }
-  static V load_n(const float*, int, float fill) { return set1(fill); }
-  static void store_n(float*, V, int) {}
-  static V select_eq(V, V, V if_eq, V) { return if_eq; }
 };

@@ -145,6 +145,9 @@ struct Ops {
   }
   // Lane j of the result = max of the lanes of a[j].
   static V reduce_lanes_max(const V* a) { return reduce_lanes_by<Max>(a); }
+  // Unused (the 2-row score blocks are the 8-lane path's); present so the kernel compiles.
+  static V row_pair_lo(V g0, V) { return g0; }
+  static V row_pair_hi(V, V g1) { return g1; }
   // Lane i of v in every lane.
   static V lane(V v, int i) { return _mm512_permutexvar_ps(_mm512_set1_epi32(i), v); }
   // The first n (<= 16) floats at p (the other lanes `fill`), and their store.

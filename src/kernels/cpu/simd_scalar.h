@@ -124,9 +124,28 @@ struct Ops {
   static void interleave_bf16(BV, BV, BV&, BV&) {}
   static void transpose_blocks4(const V*, V*) {}
   static void transpose16(const BV*, BV*) {}
-  static V reduce_lanes_max(const V* a) { return a[0]; }
-  static V lane(V v, int) { return v; }
-  static V load_n(const float*, int, float fill) { return set1(fill); }
-  static void store_n(float*, V, int) {}
-  static V select_eq(V, V, V if_eq, V) { return if_eq; }
+  // Lane j of the result = max of the lanes of a[j].
+  static V reduce_lanes_max(const V* a) {
+    return map([&](int j) { return hmax(a[j]); });
+  }
+  // Row pair of a 2-row x 4-key score block (lane 4 r + k): row 0's eight keys, row 1's.
+  static V row_pair_lo(V g0, V g1) {
+    return map([&](int i) { return i < 4 ? g0.v[i] : g1.v[i - 4]; });
+  }
+  static V row_pair_hi(V g0, V g1) {
+    return map([&](int i) { return i < 4 ? g0.v[i + 4] : g1.v[i]; });
+  }
+  // Lane i of v in every lane.
+  static V lane(V v, int i) { return set1(v.v[i]); }
+  // The first n (<= 8) floats at p (the other lanes `fill`, not read), and their store.
+  static V load_n(const float* p, int n, float fill) {
+    return map([&](int i) { return i < n ? p[i] : fill; });
+  }
+  static void store_n(float* p, V v, int n) {
+    for (int i = 0; i < n; ++i) p[i] = v.v[i];
+  }
+  // Per lane: a == b ? if_eq : otherwise.
+  static V select_eq(V a, V b, V if_eq, V otherwise) {
+    return map([&](int i) { return a.v[i] == b.v[i] ? if_eq.v[i] : otherwise.v[i]; });
+  }
 };
