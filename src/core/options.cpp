@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kSwitchValues = "1, 0, on, off, true, false";
 
-constexpr std::array<OptionInfo, 9> kOptions{{
+constexpr std::array<OptionInfo, 10> kOptions{{
     {Option::kAttentionBackend, "ATTNKIT_ATTENTION_BACKEND", "unset (automatic selection)",
      "a registered backend name (case-insensitive)",
      "Forces the global attention backend; an error together with a config's backend."},
@@ -24,6 +24,10 @@ constexpr std::array<OptionInfo, 9> kOptions{{
      "RunnerOptions::checked / `attnkit run --checked` override it."},
     {Option::kCpuIsa, "ATTNKIT_CPU_ISA", "the best target this CPU runs", "scalar, avx2, avx512",
      "SIMD target of the CPU_FLASH and CPU_MLA kernels."},
+    {Option::kCpuAmx, "ATTNKIT_CPU_AMX",
+     "on where the CPU has AMX-BF16 and the OS grants the tile state", kSwitchValues,
+     "CPU_MLA's AMX tile kernels for bf16 queries and bf16 latent caches on the avx512 target "
+     "(off: avx512_bf16 dot products)."},
     {Option::kCudaDependentLaunch, "ATTNKIT_CUDA_DEPENDENT_LAUNCH", "on (on sm_90+)", kSwitchValues,
      "Programmatic dependent launches of the CUDA kernels (off for A/B measurements and "
      "bisecting)."},

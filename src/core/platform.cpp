@@ -29,6 +29,7 @@ std::vector<std::string> CpuFeatures::names() const {
   add(avx512dq, "avx512dq");
   add(avx512_bf16, "avx512_bf16");
   add(avx512_fp16, "avx512_fp16");
+  add(amx_bf16, "amx_bf16");
   return out;
 }
 
@@ -61,6 +62,10 @@ CpuFeatures detect_cpu_features() {
     unsigned sub_eax = 0, sub_ebx = 0, sub_ecx = 0, sub_edx = 0;
     __cpuid_count(7, 1, sub_eax, sub_ebx, sub_ecx, sub_edx);
     f.avx512_bf16 = (sub_eax >> 5) & 1u;
+    // AMX-TILE (edx bit 24) and AMX-BF16 (bit 22), with XTILECFG and XTILEDATA (XCR0 bits 17
+    // and 18) managed by the OS.
+    const bool os_amx = ((xcr0_lo >> 17) & 3u) == 3u;
+    f.amx_bf16 = os_amx && ((edx >> 24) & 1u) && ((edx >> 22) & 1u);
   }
 #endif
   return f;

@@ -23,6 +23,7 @@ enum class Option {
   kPluginPath,           // ATTNKIT_PLUGIN_PATH: backend plugins to load
   kChecked,              // ATTNKIT_CHECKED: checked mode of forward()
   kCpuIsa,               // ATTNKIT_CPU_ISA: SIMD target of the CPU kernels
+  kCpuAmx,               // ATTNKIT_CPU_AMX: CPU_MLA's AMX tile kernels
   kCudaDependentLaunch,  // ATTNKIT_CUDA_DEPENDENT_LAUNCH: programmatic dependent launches
   kCudaFlashWgmma,       // ATTNKIT_CUDA_FLASH_WGMMA: CUDA_FLASH's sm_90a wgmma prefill
   kCudaMlaSm90Tiles,     // ATTNKIT_CUDA_MLA_SM90_TILES: CUDA_MLA's sm_90 large-row tiles

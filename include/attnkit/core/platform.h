@@ -24,6 +24,9 @@ struct ATTNKIT_API CpuFeatures {
   bool avx512dq = false;
   bool avx512_bf16 = false;
   bool avx512_fp16 = false;
+  // AMX-TILE + AMX-BF16 with the tile state enabled in XCR0 (Linux still requires a
+  // per-process request before the first tile instruction: cpu::amx_bf16_enabled()).
+  bool amx_bf16 = false;
 
   // Feature names that are present, e.g. {"avx2", "fma", "avx512f", ...}.
   std::vector<std::string> names() const;

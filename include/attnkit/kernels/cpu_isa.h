@@ -42,5 +42,15 @@ ATTNKIT_API CpuIsa active_cpu_isa();
 ATTNKIT_API void set_cpu_isa_override(std::optional<CpuIsa> isa);
 // Whether the avx512 target may use avx512_bf16 dot products (true when the CPU has them).
 ATTNKIT_API bool avx512_bf16_dot_enabled();
+// Whether this machine can run AMX-BF16 tile kernels: the CPU has them and the OS granted
+// this process the tile state (asked for once, on Linux with arch_prctl).
+ATTNKIT_API bool amx_bf16_available();
+// Whether the avx512 target uses its AMX tile kernels (CPU_MLA, bf16 queries and caches):
+// the override if set, else ATTNKIT_CPU_AMX if set, else amx_bf16_available(). Forcing them
+// on where they are not available throws Error(kUnsupported), from the override at once,
+// from the environment when asked.
+ATTNKIT_API bool amx_bf16_enabled();
+// Forces (or, with nullopt, un-forces) the AMX tile kernels on or off for this process.
+ATTNKIT_API void set_cpu_amx_override(std::optional<bool> on);
 
 }  // namespace attnkit::cpu

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "attnkit/core/error.h"
+#include "backends/cpu_mla/mla_amx_layout.h"
 
 namespace attnkit::cpu_mla {
 
@@ -12,6 +13,8 @@ void MlaWorkspace::ensure(const MlaPlan& plan, int head_size, int head_size_v, i
   const int64_t rows = plan.max_rows;
   thread_floats = rows * head_size + rows * head_size_v + int64_t{kMaxLanes} * head_size +
                   std::max<int64_t>(rows, 4) * kMaxLanes + 2 * rows + 64;
+  const int64_t amx_groups = (rows + kAmxRows - 1) / kAmxRows;
+  thread_floats = std::max(thread_floats, mla_amx_layout(amx_groups, head_size, head_size_v).total);
   const auto need = static_cast<size_t>(thread_floats * threads);
   if (thread_scratch.size() < need) thread_scratch.resize(need);
   const auto partial = static_cast<size_t>(plan.partial_rows);
@@ -35,9 +38,15 @@ void mla_attention(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorksp
   ATTNKIT_CHECK(p.sinks == nullptr && p.soft_cap == 0.0f && p.chunk_size == 0,
                 "sinks, soft-cap and chunked-local are not MLA kernel features");
   ws.ensure(plan, p.head_size, p.head_size_v, omp_get_max_threads());
+  // Read on every target, so a bad ATTNKIT_CPU_AMX is an error wherever CPU_MLA runs.
+  const bool amx = cpu::amx_bf16_enabled();
   switch (isa) {
 #if defined(__x86_64__) || defined(__i386__)
     case cpu::CpuIsa::kAvx512:
+      if (p.q_dtype == ScalarType::kBFloat16 && p.kv_dtype == ScalarType::kBFloat16 &&
+          p.head_size % 32 == 0 && p.head_size_v % 32 == 0 && amx) {
+        return mla_attention_amx(p, plan, ws);
+      }
       return mla_attention_avx512(p, plan, ws, cpu::avx512_bf16_dot_enabled());
     case cpu::CpuIsa::kAvx2:
       return mla_attention_avx2(p, plan, ws);

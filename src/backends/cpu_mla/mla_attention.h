@@ -22,7 +22,9 @@ namespace attnkit::cpu_mla {
 //                   tile [lanes, head_size], probabilities [max(rows, 4), lanes] (one
 //                   block of 4 rows is used), m, l [rows] (the bf16-dot kernels keep
 //                   their bf16 queries, transposed and interleaved tile and bf16
-//                   probabilities in the same regions, see mla_kernel_impl.h);
+//                   probabilities in the same regions, see mla_kernel_impl.h; the AMX
+//                   kernels lay out at most mla_amx_layout(...).total floats, see
+//                   mla_amx_layout.h);
 //   partial_out:    [plan.partial_rows, head_size_v] unnormalised split outputs;
 //   partial_ml:     [plan.partial_rows, 2] running max m and sum l of each split row.
 struct MlaWorkspace {
@@ -45,6 +47,10 @@ void mla_attention_avx2(const PagedAttentionParams& p, const MlaPlan& plan, MlaW
 // bf16_dot: use avx512_bf16's dot products for bf16 queries and caches (the CPU has it).
 void mla_attention_avx512(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws,
                           bool bf16_dot);
+
+// AMX tiles (bf16 queries and cache; head sizes multiples of 32; a CPU with AMX-BF16 whose OS
+// granted the tile state, cpu::amx_bf16_enabled()).
+void mla_attention_amx(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws);
 
 // Largest SIMD width any target uses (the key tile is this many keys at most).
 inline constexpr int kMaxLanes = 16;

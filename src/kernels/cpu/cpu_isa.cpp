@@ -1,5 +1,10 @@
 #include "attnkit/kernels/cpu_isa.h"
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 #include <atomic>
 #include <cctype>
 #include <string>
@@ -12,6 +17,7 @@ namespace {
 
 constexpr int kNoOverride = -1;
 std::atomic<int> g_override{kNoOverride};
+std::atomic<int> g_amx_override{kNoOverride};
 
 const CpuFeatures& local_features() {
   static const CpuFeatures features = detect_cpu_features();
@@ -108,5 +114,46 @@ void set_cpu_isa_override(std::optional<CpuIsa> isa) {
 }
 
 bool avx512_bf16_dot_enabled() { return local_features().avx512_bf16; }
+
+bool amx_bf16_available() {
+  static const bool granted = [] {
+    if (!local_features().amx_bf16) return false;
+#if defined(__linux__) && defined(__x86_64__)
+    // ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA: without it the first tile instruction
+    // faults. The grant is for the whole process and lasts.
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
+}
+
+bool amx_bf16_enabled() {
+  const int forced = g_amx_override.load(std::memory_order_relaxed);
+  if (forced != kNoOverride) return forced != 0;
+  static const std::optional<bool> from_env = option_switch(Option::kCpuAmx);
+  if (from_env.has_value()) {
+    if (*from_env && !amx_bf16_available()) {
+      throw Error(ErrorCode::kUnsupported,
+                  "ATTNKIT_CPU_AMX is on but this machine cannot run AMX-BF16 tile kernels (the "
+                  "CPU lacks AMX-TILE/AMX-BF16 or the OS did not grant the tile state); valid "
+                  "here: off");
+    }
+    return *from_env;
+  }
+  return amx_bf16_available();
+}
+
+void set_cpu_amx_override(std::optional<bool> on) {
+  if (on.value_or(false) && !amx_bf16_available()) {
+    throw Error(ErrorCode::kUnsupported,
+                "AMX tile kernels forced on, but this machine cannot run AMX-BF16 (the CPU lacks "
+                "AMX-TILE/AMX-BF16 or the OS did not grant the tile state)");
+  }
+  g_amx_override.store(on ? static_cast<int>(*on) : kNoOverride, std::memory_order_relaxed);
+}
 
 }  // namespace attnkit::cpu

@@ -2,14 +2,16 @@
 // target's instruction sets (no #pragma once: a file includes it once, then target_end.h).
 //
 // A per-ISA file defines exactly one of ATTNKIT_CPU_TARGET_SCALAR, ATTNKIT_CPU_TARGET_AVX2,
-// ATTNKIT_CPU_TARGET_AVX512, includes isa_prelude.h and its own headers (those stay compiled
-// for the baseline ISA: inline functions they define may be shared with other translation
-// units, and must not carry AVX-512 code into them), then this file, then, inside
+// ATTNKIT_CPU_TARGET_AVX512, ATTNKIT_CPU_TARGET_AVX512_AMX, includes isa_prelude.h and its own
+// headers (those stay compiled for the baseline ISA: inline functions they define may be shared
+// with other translation units, and must not carry AVX-512 code into them), then this file, then,
+// inside
 //   #if ATTNKIT_TARGET_ENABLED
 //   namespace <its namespace>::ATTNKIT_TARGET_NS { #include ATTNKIT_TARGET_SIMD ... }
 // its kernel headers, and finally target_end.h. Defines:
 //   ATTNKIT_TARGET_ENABLED  1 when this target can be compiled here (x86 for AVX2/AVX-512);
-//   ATTNKIT_TARGET_NS       the per-target namespace name (scalar_isa, avx2_isa, avx512_isa);
+//   ATTNKIT_TARGET_NS       the per-target namespace name (scalar_isa, avx2_isa, avx512_isa,
+//                           avx512_amx_isa);
 //   ATTNKIT_TARGET_SIMD     the target's Ops header (simd_<isa>.h).
 
 #if defined(ATTNKIT_TARGET_OPEN)
@@ -60,6 +62,27 @@
 #endif
 #endif
 
+#elif defined(ATTNKIT_CPU_TARGET_AVX512_AMX)
+// The AVX-512 target plus AMX-TILE and AMX-BF16 (CPU_MLA's tile kernels; used only where
+// the CPU has them and the OS grants the tile state, cpu_isa.h's amx_bf16_enabled()).
+#define ATTNKIT_TARGET_ENABLED ATTNKIT_TARGET_X86
+#define ATTNKIT_TARGET_NS avx512_amx_isa
+#define ATTNKIT_TARGET_SIMD "kernels/cpu/simd_avx512.h"
+#if ATTNKIT_TARGET_X86
+#if defined(__clang__)
+#pragma clang attribute push(                                                                        \
+    __attribute__((target(                                                                           \
+        "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi,bmi2,amx-tile,amx-bf16"))), \
+    apply_to = function)
+#elif defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target( \
+    "avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma,f16c,bmi,bmi2,amx-tile,amx-bf16")
+#endif
+#endif
+
 #else
-#error "define ATTNKIT_CPU_TARGET_SCALAR, _AVX2 or _AVX512 before kernels/cpu/target_begin.h"
+#error \
+    "define ATTNKIT_CPU_TARGET_SCALAR, _AVX2, _AVX512 or _AVX512_AMX before kernels/cpu/target_begin.h"
 #endif

@@ -4,7 +4,9 @@
 #error "kernels/cpu/target_end.h without kernels/cpu/target_begin.h"
 #endif
 
-#if ATTNKIT_TARGET_X86 && (defined(ATTNKIT_CPU_TARGET_AVX2) || defined(ATTNKIT_CPU_TARGET_AVX512))
+#if ATTNKIT_TARGET_X86 &&                                                      \
+    (defined(ATTNKIT_CPU_TARGET_AVX2) || defined(ATTNKIT_CPU_TARGET_AVX512) || \
+     defined(ATTNKIT_CPU_TARGET_AVX512_AMX))
 #if defined(__clang__)
 #pragma clang attribute pop
 #elif defined(__GNUC__)

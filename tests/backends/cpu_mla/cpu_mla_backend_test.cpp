@@ -17,12 +17,16 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "attnkit/core/error.h"
+#include "attnkit/core/numeric.h"
 #include "attnkit/kernels/cpu_isa.h"
 #include "backends/cpu_mla/cpu_mla_impl.h"
 #include "backends/reference/reference_backend.h"
 #include "backends/reference/reference_kernels.h"
+#include "cli/cli_runner.h"
 #include "mla_case.h"
 
 namespace attnkit::testing {
@@ -44,10 +48,18 @@ void expect_matches_reference(const MlaCase& c, const std::string& what) {
   const auto ref = make_reference_backend();
   const std::vector<float> want = run_mla_case(*ref, c);
   const float tol = tolerance(c.dtype);
+  // The avx512 target twice where the machine has AMX: its tile kernels and without them.
+  std::vector<std::pair<cpu::CpuIsa, bool>> runs;
   for (cpu::CpuIsa isa : cpu::runnable_cpu_isas()) {
+    runs.emplace_back(isa, false);
+    if (isa == cpu::CpuIsa::kAvx512 && cpu::amx_bf16_available()) runs.emplace_back(isa, true);
+  }
+  for (const auto& [isa, amx] : runs) {
     cpu::set_cpu_isa_override(isa);
+    cpu::set_cpu_amx_override(amx);
     const std::vector<float> got = run_mla_case(*mla, c);
     cpu::set_cpu_isa_override(std::nullopt);
+    cpu::set_cpu_amx_override(std::nullopt);
     ASSERT_EQ(got.size(), want.size());
     double worst = 0;
     size_t worst_at = 0;
@@ -58,8 +70,9 @@ void expect_matches_reference(const MlaCase& c, const std::string& what) {
         worst_at = i;
       }
     }
-    EXPECT_LE(worst, tol) << what << " isa " << cpu::to_string(isa) << " at element " << worst_at
-                          << ": got " << got[worst_at] << " want " << want[worst_at];
+    EXPECT_LE(worst, tol) << what << " isa " << cpu::to_string(isa) << (amx ? " + amx" : "")
+                          << " at element " << worst_at << ": got " << got[worst_at] << " want "
+                          << want[worst_at];
   }
 }
 
@@ -171,6 +184,153 @@ TEST(CpuMla, ForcedSplitsOfEveryTileMatchTheReferenceKernel) {
       }
       EXPECT_LE(worst, 2e-5) << "window " << window << " isa " << cpu::to_string(isa);
     }
+  }
+}
+
+// The AMX tile kernels at kernel level (bf16 queries and cache, bf16 output) against the
+// reference kernel over the same bf16-rounded inputs held in fp32 (so the oracle has no
+// output rounding): head counts that fill no, one, a partial and eight 16-row groups; page
+// sizes that let a 16-key tile load its rows straight from a page (16, 64) and ones that
+// force the staging copy (1, 5); the planner's splits and every tile forced into 5 chunks
+// (chunks start anywhere, so steps start before their first key); a sliding window.
+// Tolerance: |got - want| <= 4e-3 + 8e-3 |want|: the output's bf16 rounding (2^-9
+// relative) plus the bf16 rounding of each probability, which averages out over the keys;
+// observed at most 3.0e-3 here, on rows of few keys (|out| near 1). A key dropped from or added to
+// a row moves that row by about |v| / keys, 2e-3 to 5e-2 at these lengths, so the per-row relative
+// L2 error is checked too (<= 1e-2; observed at most 3.0e-3).
+TEST(CpuMla, AmxTilesMatchTheReferenceKernel) {
+  if (!cpu::amx_bf16_available()) {
+    GTEST_SKIP() << "this machine cannot run AMX-BF16 tile kernels (CPU or OS)";
+  }
+  const std::vector<int32_t> qsl{0, 37, 42, 43, 44, 47};
+  const std::vector<int32_t> seq{37, 300, 700, 1, 20};
+  const int tokens = 47, max_len = 700;
+  std::mt19937_64 gen(2024);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int heads : {1, 16, 20, 128}) {
+    for (int block : {1, 5, 16, 64}) {
+      const int max_blocks = (max_len + block - 1) / block;
+      // bf16 inputs, and the same values in fp32 for the oracle.
+      std::vector<uint16_t> q16(static_cast<size_t>(tokens) * heads * kLatent);
+      std::vector<uint16_t> latent16(static_cast<size_t>(5) * max_blocks * block * kLatent);
+      std::vector<float> q32(q16.size()), latent32(latent16.size());
+      for (size_t i = 0; i < q16.size(); ++i) {
+        q16[i] = float_to_bf16_bits(dist(gen));
+        q32[i] = bf16_bits_to_float(q16[i]);
+      }
+      for (size_t i = 0; i < latent16.size(); ++i) {
+        latent16[i] = float_to_bf16_bits(dist(gen));
+        latent32[i] = bf16_bits_to_float(latent16[i]);
+      }
+      std::vector<int32_t> table(static_cast<size_t>(5) * max_blocks);
+      for (size_t i = 0; i < table.size(); ++i) {
+        table[i] = static_cast<int32_t>(table.size() - 1 - i);  // pages in reverse order
+      }
+      const size_t out_size = static_cast<size_t>(tokens) * heads * kLora;
+      std::vector<float> want(out_size);
+      std::vector<uint16_t> got(out_size);
+      PagedAttentionParams p;
+      p.q_token_stride = int64_t{heads} * kLatent;
+      p.q_head_stride = kLatent;
+      p.o_token_stride = int64_t{heads} * kLora;
+      p.o_head_stride = kLora;
+      p.k_block_stride = p.v_block_stride = int64_t{block} * kLatent;
+      p.k_token_stride = p.v_token_stride = kLatent;
+      p.num_seqs = 5;
+      p.query_start_loc = qsl.data();
+      p.seq_lens = seq.data();
+      p.block_table = table.data();
+      p.block_table_stride = max_blocks;
+      p.block_size = block;
+      p.num_heads = heads;
+      p.num_kv_heads = 1;
+      p.head_size = kLatent;
+      p.head_size_v = kLora;
+      p.scale = 0.07f;
+      for (int window : {0, 90}) {
+        p.sliding_window = window;
+        p.q = q32.data();
+        p.k_cache = p.v_cache = latent32.data();
+        p.out = want.data();
+        p.q_dtype = p.kv_dtype = ScalarType::kFloat32;
+        reference_paged_attention(p);
+        p.q = q16.data();
+        p.k_cache = p.v_cache = latent16.data();
+        p.out = got.data();
+        p.q_dtype = p.kv_dtype = ScalarType::kBFloat16;
+        for (int splits : {0, 5}) {
+          const cpu_mla::MlaPlan plan =
+              cpu_mla::make_mla_plan(qsl, seq, heads, mask_rule(p), {.force_splits = splits});
+          std::fill(got.begin(), got.end(),
+                    uint16_t{0xffff});  // NaN: every element must be written
+          cpu_mla::MlaWorkspace ws;
+          cpu::set_cpu_amx_override(true);
+          cpu_mla::mla_attention(p, plan, ws, cpu::CpuIsa::kAvx512);
+          cpu::set_cpu_amx_override(std::nullopt);
+          const std::string what = std::to_string(heads) + " heads, page " + std::to_string(block) +
+                                   ", window " + std::to_string(window) + ", splits " +
+                                   std::to_string(splits);
+          double worst = 0, worst_row = 0;
+          for (size_t row = 0; row < out_size / kLora; ++row) {
+            double diff2 = 0, norm2 = 0;
+            for (size_t i = row * kLora; i < (row + 1) * kLora; ++i) {
+              const double g = bf16_bits_to_float(got[i]), w = want[i];
+              const double err = std::abs(g - w);
+              if (!(err <= 4e-3 + 8e-3 * std::abs(w))) {  // also catches NaN
+                ADD_FAILURE() << what << ": element " << i << " got " << g << " want " << w;
+                return;
+              }
+              worst = std::max(worst, err);
+              diff2 += (g - w) * (g - w);
+              norm2 += w * w;
+            }
+            const double rel = norm2 > 0 ? std::sqrt(diff2 / norm2) : std::sqrt(diff2);
+            worst_row = std::max(worst_row, rel);
+          }
+          EXPECT_LE(worst_row, 1e-2) << what;
+          if (::testing::Test::HasFailure()) return;
+          RecordProperty(what, std::to_string(worst) + " / " + std::to_string(worst_row));
+        }
+      }
+    }
+  }
+}
+
+// ATTNKIT_CPU_AMX: a bad value, or "on" where the machine cannot run the tile kernels, is an
+// error that names it, from the library and through the CLI; where it can, both settings run
+// a model end to end within --verify's tolerance.
+TEST(CpuMla, TheAmxSwitchRefusesWhatTheMachineCannotRun) {
+  if (cpu::amx_bf16_available()) {
+    EXPECT_NO_THROW(cpu::set_cpu_amx_override(true));
+    EXPECT_TRUE(cpu::amx_bf16_enabled());
+  } else {
+    try {
+      cpu::set_cpu_amx_override(true);
+      ADD_FAILURE() << "forcing AMX on without AMX did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+      EXPECT_NE(std::string(e.what()).find("AMX"), std::string::npos) << e.what();
+    }
+  }
+  cpu::set_cpu_amx_override(false);
+  EXPECT_FALSE(cpu::amx_bf16_enabled());
+  cpu::set_cpu_amx_override(std::nullopt);
+
+  const std::string run =
+      "run --model deepseek-v2-lite --requests 2 --prompt-len 20 --output-len 3 "
+      "--max-layers-per-kind 1 --verify --dtype bfloat16 --kv-cache-dtype bfloat16 "
+      "--attention-config '{\"backend\":\"CPU_MLA\"}'";
+  CliResult r = run_cli(run, "ATTNKIT_CPU_AMX=maybe");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("ATTNKIT_CPU_AMX=maybe"), std::string::npos) << r.err;
+  r = run_cli(run, "ATTNKIT_CPU_AMX=off");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = run_cli(run, "ATTNKIT_CPU_AMX=on");
+  if (cpu::amx_bf16_available()) {
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  } else {
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("ATTNKIT_CPU_AMX"), std::string::npos) << r.err;
   }
 }
 

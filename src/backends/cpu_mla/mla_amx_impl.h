@@ -1,0 +1,378 @@
+#pragma once
+// CPU_MLA on AMX tiles: bf16 queries and a bf16 latent cache on a CPU with AMX-BF16
+// (mla_kernels_amx.cpp compiles this for AVX-512 + AMX; mla_attention.cpp picks it).
+//
+// The item is the same as mla_kernel_impl.h's (tokens x heads query rows over one key range
+// of one latent stream); its rows are cut into groups of 16 (one tile's rows) and its keys
+// visited in steps of kAmxKeys = 64. Per step:
+//   1. the step's latent rows are read where they lie: a 16-key score tile loads its 16 key
+//      rows straight from the page when they are consecutive rows of one page (else from a
+//      staging copy); the value prefix of the 64 rows is interleaved by key pairs (the
+//      tile B layout of P.V);
+//   2. per row group, scores transposed: S^T [16 keys x 16 rows] = K [16 x D] . Q^T, the
+//      D / 32 tile products accumulating in a tile register (Q^T is laid out once per item
+//      as bf16 pairs [D / 2][16 rows]);
+//   3. the online softmax runs with a row in each lane (no horizontal reductions): mask,
+//      running maximum, p = exp(s - base) rounded to bf16 (the sum takes the same rounded
+//      values), and p transposed into two [16 rows x 32 keys] A tiles;
+//   4. O [16 rows x DV] += P . V, one 16-column tile of O at a time through a tile register
+//      (two products of 32 keys each).
+// The exponent base of a row moves only when the step's maximum exceeds it by more than
+// kAmxRescaleSlack (e^8 ~ 3000: p and the sums stay far from fp32's range), so the
+// accumulators are rescaled a few times per item instead of at every step; the output is
+// O / l whatever the base, and split chunks pass the base on as their m for the merge.
+//
+// Requires `Ops` (simd_avx512.h), kernels/cpu/row_io.h's helpers and mla_kernel_impl.h
+// (merge_mla_split) in the including namespace, and mla_amx_layout.h included before it
+// (outside the ISA namespace).
+
+// The tile configuration: palette 1, tiles 0-7 all 16 rows of 64 bytes (a 16 x 16 fp32
+// accumulator, 16 rows of 32 bf16, or 16 pairs x 16 columns).
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+inline constexpr float kAmxRescaleSlack = 8.0f;
+
+// A tile load that tells the compiler it reads memory. GCC's _tile_loadd is an asm statement
+// without a memory clobber, so the stores just made for it (probabilities, interleaved
+// values, rescaled rows of O) could be moved past it.
+#define ATTNKIT_TILE_LOAD(tile, base, stride)                                                \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(static_cast<const void*>(base)), \
+                   "r"(static_cast<int64_t>(stride))                                         \
+                   : "memory")
+
+// Scores of one row group against the subs (1-4) 16-key tiles of the step: S^T tile s
+// ([16 keys][16 rows] fp32) stored at st + 256 s. ka[s] / ka_stride[s]: the tile's first key
+// row and the byte distance between its rows; qt: the group's Q^T pairs.
+inline void amx_scores(const uint16_t* const* ka, const int64_t* ka_stride, int subs,
+                       const uint16_t* qt, int D, float* st) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t c = 0; c < D; c += 32) {
+    // B: pairs c/2 .. c/2 + 15 of every row; A: elements c .. c + 31 of 16 keys.
+    ATTNKIT_TILE_LOAD(5, qt + c * 16, 64);
+    ATTNKIT_TILE_LOAD(4, ka[0] + c, ka_stride[0]);
+    _tile_dpbf16ps(0, 4, 5);
+    if (subs > 1) {
+      ATTNKIT_TILE_LOAD(6, ka[1] + c, ka_stride[1]);
+      _tile_dpbf16ps(1, 6, 5);
+    }
+    if (subs > 2) {
+      ATTNKIT_TILE_LOAD(7, ka[2] + c, ka_stride[2]);
+      _tile_dpbf16ps(2, 7, 5);
+    }
+    if (subs > 3) {
+      ATTNKIT_TILE_LOAD(4, ka[3] + c, ka_stride[3]);
+      _tile_dpbf16ps(3, 4, 5);
+    }
+  }
+  _tile_stored(0, st, 64);
+  if (subs > 1) _tile_stored(1, st + 256, 64);
+  if (subs > 2) _tile_stored(2, st + 512, 64);
+  if (subs > 3) _tile_stored(3, st + 768, 64);
+}
+
+// O [16 rows][DV] (row stride DV floats) += P . V: pa holds the A tiles (keys 0-31, then
+// 32-63 when deep), vt the interleaved values (pair q at vt + q * 2 DV).
+inline void amx_values(float* o, int DV, const uint16_t* pa, const uint16_t* vt, bool deep) {
+  const int64_t o_stride = int64_t{DV} * 4;  // bytes between rows of O, and between pairs of V
+  const uint16_t* vt_hi = vt + int64_t{16} * 2 * DV;
+  ATTNKIT_TILE_LOAD(0, pa, 64);
+  if (deep) ATTNKIT_TILE_LOAD(1, pa + 512, 64);
+  for (int64_t c = 0; c < DV; c += 32) {  // two 16-column tiles of O per pass
+    ATTNKIT_TILE_LOAD(2, o + c, o_stride);
+    ATTNKIT_TILE_LOAD(3, vt + c * 2, o_stride);
+    ATTNKIT_TILE_LOAD(4, o + c + 16, o_stride);
+    ATTNKIT_TILE_LOAD(5, vt + c * 2 + 32, o_stride);
+    _tile_dpbf16ps(2, 0, 3);
+    _tile_dpbf16ps(4, 0, 5);
+    if (deep) {
+      ATTNKIT_TILE_LOAD(6, vt_hi + c * 2, o_stride);
+      ATTNKIT_TILE_LOAD(7, vt_hi + c * 2 + 32, o_stride);
+      _tile_dpbf16ps(2, 1, 6);
+      _tile_dpbf16ps(4, 1, 7);
+    }
+    _tile_stored(2, o + c, o_stride);
+    _tile_stored(4, o + c + 16, o_stride);
+  }
+}
+
+// The step's value rows (first DV elements of keys k0 .. k0 + 2 pairs - 1) interleaved by
+// key pairs at vt; rows[j] null for a key outside the item (its values are zeros: p = 0
+// there, and 0 x a stale value must not be NaN). The interleave is unpacklo/hi_epi16, one
+// single-cycle shuffle per 16 columns, which interleaves within 128-bit lanes: of each 32
+// columns c .. c + 31, the first 16-column tile gets columns c + {0-3, 8-11, 16-19, 24-27}
+// and the second c + {4-7, 12-15, 20-23, 28-31}, so O holds its columns in that order until
+// amx_restore_columns(). Meanwhile the next step's latent rows (next[0 .. next_keys - 1],
+// row_bytes each) are prefetched into L2, two rows per pair: the tile loads read rows a page
+// apart, which the hardware prefetchers do not run ahead of.
+inline void amx_interleave_values(const uint16_t* const* rows, int pairs, int DV, uint16_t* vt,
+                                  const uint16_t* const* next, int next_keys, int64_t row_bytes) {
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t q = 0; q < pairs; ++q) {
+    for (int64_t j = 2 * q; j < std::min<int64_t>(2 * q + 2, next_keys); ++j) {
+      const auto* row = reinterpret_cast<const char*>(next[j]);
+      for (int64_t b = 0; b < row_bytes; b += 64) attnkit::cpu::prefetch_l2(row + b);
+    }
+    const uint16_t* a = rows[2 * q];
+    const uint16_t* b = rows[2 * q + 1];
+    uint16_t* dst = vt + q * 2 * DV;
+    for (int64_t c = 0; c < DV; c += 32) {
+      const __m512i x = a != nullptr ? _mm512_loadu_si512(a + c) : zero;
+      const __m512i y = b != nullptr ? _mm512_loadu_si512(b + c) : zero;
+      _mm512_storeu_si512(dst + c * 2, _mm512_unpacklo_epi16(x, y));
+      _mm512_storeu_si512(dst + c * 2 + 32, _mm512_unpackhi_epi16(x, y));
+    }
+  }
+}
+
+// Puts the columns of `rows` rows of O (DV floats each) back in order (see
+// amx_interleave_values): of each 32, positions 0-15 held columns {0-3, 8-11, 16-19, 24-27},
+// positions 16-31 columns {4-7, 12-15, 20-23, 28-31}.
+inline void amx_restore_columns(float* o, int rows, int DV) {
+  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i second =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = o + r * DV;
+    for (int64_t c = 0; c < DV; c += 32) {
+      const __m512 lo = _mm512_loadu_ps(row + c);
+      const __m512 hi = _mm512_loadu_ps(row + c + 16);
+      _mm512_storeu_ps(row + c, _mm512_permutex2var_ps(lo, first, hi));
+      _mm512_storeu_ps(row + c + 16, _mm512_permutex2var_ps(lo, second, hi));
+    }
+  }
+}
+
+// Online softmax of one row group over the step's scores st ([keys][16 rows], raw dots):
+// scales and masks them (key k0 + j visible to lane r when vb[r] <= k0 + j < ve[r]), moves
+// the exponent base where the maximum outgrew it (rescaling those rows of o, DV wide, and
+// their sums), writes the bf16 probabilities transposed into the A tiles at pa (keys past
+// `keys` are 0) and adds them to l.
+inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const int32_t* ve,
+                        float scale, float* m, float* l, float* o, int DV, uint16_t* pa) {
+  using V = typename Ops::V;
+  using BV = typename Ops::BV;
+  const __m512i first = _mm512_loadu_si512(vb);
+  const __m512i end = _mm512_loadu_si512(ve);
+  const V neg_inf = Ops::set1(-__builtin_inff());
+  const V vscale = Ops::set1(scale);
+  V mx = neg_inf;
+  for (int j = 0; j < keys; ++j) {
+    const __m512i key = _mm512_set1_epi32(k0 + j);
+    const __mmask16 seen = _mm512_cmpge_epi32_mask(key, first) & _mm512_cmplt_epi32_mask(key, end);
+    const V s = _mm512_mask_mul_ps(neg_inf, seen, Ops::load(st + 16 * j), vscale);
+    Ops::store(st + 16 * j, s);
+    mx = Ops::max(mx, s);
+  }
+  const V m_old = Ops::load(m);
+  // A new base where the maximum outgrew the old one by more than the slack (-inf + slack
+  // is -inf: a row's first visible key always sets it).
+  const __mmask16 move =
+      _mm512_cmp_ps_mask(mx, Ops::add(m_old, Ops::set1(kAmxRescaleSlack)), _CMP_GT_OQ);
+  const V m_new = _mm512_mask_mov_ps(m_old, move, mx);
+  // Rows that move from a finite base: their accumulators and sums scale by exp(old - new).
+  const __mmask16 rescale = move & _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_NEQ_OQ);
+  V lsum = _mm512_maskz_mul_ps(static_cast<__mmask16>(~move), Ops::load(l), Ops::set1(1.0f));
+  if (rescale != 0) {
+    const V alpha = Ops::exp(Ops::sub(m_old, m_new));
+    alignas(64) float a[16];
+    Ops::store(a, alpha);
+    for (int r = 0; r < 16; ++r) {
+      if (((rescale >> r) & 1u) == 0) continue;
+      const V ar = Ops::set1(a[r]);
+      float* orow = o + int64_t{r} * DV;
+      for (int64_t c = 0; c < DV; c += 16) Ops::store(orow + c, Ops::mul(Ops::load(orow + c), ar));
+    }
+    lsum = _mm512_mask_mul_ps(lsum, rescale, Ops::load(l), alpha);
+  }
+  Ops::store(m, m_new);
+  // A row that has seen no key keeps base -inf; exp(-inf - 0) = 0 gives it p = 0.
+  const V base =
+      _mm512_mask_mov_ps(m_new, _mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), Ops::zero());
+  // Word 2r of a pair vector is key 2q's p of row r, word 2r + 1 key 2q + 1's.
+  alignas(64) static constexpr uint16_t kPairIdx[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                        21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                        11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i pair_idx = _mm512_load_si512(kPairIdx);
+  const int tiles = keys > 32 ? 2 : 1;
+  for (int t = 0; t < tiles; ++t) {
+    BV pairs[16];
+    for (int q = 0; q < 16; ++q) {
+      const int j = 32 * t + 2 * q;
+      const V p0 = j < keys ? Ops::exp(Ops::sub(Ops::load(st + 16 * j), base)) : Ops::zero();
+      const V p1 =
+          j + 1 < keys ? Ops::exp(Ops::sub(Ops::load(st + 16 * (j + 1)), base)) : Ops::zero();
+      const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(p1, p0));
+      // The sum takes the rounded values the tile products use.
+      lsum = Ops::add(lsum, Ops::add(Ops::round_to_bf16(p0), Ops::round_to_bf16(p1)));
+      pairs[q] = _mm512_permutexvar_epi16(pair_idx, both);
+    }
+    // pairs[q] lane r = (p[r][2q], p[r][2q + 1]); transposed, row r holds its 32 keys.
+    Ops::transpose16_store(pairs, pa + 512 * t, 16);
+  }
+  Ops::store(l, lsum);
+}
+
+// Loads the tile configuration (its whole 64 bytes an operand: GCC's _tile_loadconfig names
+// only the first 8, so the stores of the others could be dropped).
+inline void amx_configure() {
+  AmxTileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+}
+
+inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
+                         const attnkit::cpu_mla::MlaPlan& plan,
+                         const attnkit::cpu_mla::MlaWorkItem& item,
+                         attnkit::cpu_mla::MlaWorkspace& ws, float* scratch) {
+  using attnkit::cpu_mla::kAmxKeys;
+  using attnkit::cpu_mla::kAmxRows;
+  const int H = p.num_heads, D = p.head_size, DV = p.head_size_v;
+  const int tokens = item.token_end - item.token_begin;
+  const int rows = tokens * H;
+  const int groups = (rows + kAmxRows - 1) / kAmxRows;
+  const attnkit::cpu_mla::MlaAmxLayout lay = attnkit::cpu_mla::mla_amx_layout(groups, D, DV);
+  // 64-byte aligned start (the workspace vector is only float-aligned).
+  float* base = scratch + ((64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64) / 4;
+  auto* qt = reinterpret_cast<uint16_t*>(base + lay.qt);
+  float* o = base + lay.o;
+  float* st = base + lay.st;
+  auto* pa = reinterpret_cast<uint16_t*>(base + lay.pa);
+  auto* vt = reinterpret_cast<uint16_t*>(base + lay.vt);
+  auto* ks = reinterpret_cast<uint16_t*>(base + lay.ks);
+  float* m = base + lay.m;
+  float* l = base + lay.l;
+  auto* vb = reinterpret_cast<int32_t*>(base + lay.vis);
+  int32_t* ve = vb + int64_t{groups} * kAmxRows;
+
+  // Each row's visible keys, cut to the item's range (padding rows see none).
+  const int q0 = p.query_start_loc[item.seq];
+  const int q_len = p.query_start_loc[item.seq + 1] - q0;
+  const int kv_len = p.seq_lens[item.seq];
+  for (int r = 0; r < groups * kAmxRows; ++r) {
+    vb[r] = ve[r] = 0;
+    m[r] = -__builtin_inff();
+    l[r] = 0.0f;
+    if (r >= rows) continue;
+    const int pos = attnkit::query_position(q_len, kv_len, item.token_begin + r / H - q0);
+    const attnkit::KeySpan span = attnkit::visible_keys(plan.mask, pos, kv_len);
+    vb[r] = std::max(span.begin, item.key_begin);
+    ve[r] = std::min(span.end, item.key_end);
+  }
+  std::fill(o, o + int64_t{groups} * kAmxRows * DV, 0.0f);
+
+  // Q^T of each row group as bf16 pairs (rows past the item's are zeros).
+  const auto* qbase = static_cast<const uint16_t*>(p.q);
+  for (int g = 0; g < groups; ++g) {
+    for (int64_t c = 0; c < D; c += 32) {
+      typename Ops::BV in[kAmxRows];
+      for (int i = 0; i < kAmxRows; ++i) {
+        const int r = g * kAmxRows + i;
+        in[i] = _mm512_setzero_si512();
+        if (r >= rows) continue;
+        const int64_t t = item.token_begin + r / H, h = r % H;
+        in[i] = Ops::load_bf16_pairs(qbase + t * p.q_token_stride + h * p.q_head_stride + c);
+      }
+      Ops::transpose16_store(in, qt + int64_t{g} * D * kAmxRows + c * kAmxRows, kAmxRows);
+    }
+  }
+
+  amx_configure();
+  const auto* cache = static_cast<const uint16_t*>(p.k_cache);
+  const int32_t* table = p.block_table + int64_t{item.seq} * p.block_table_stride;
+  const auto row_of = [&](int key) {
+    return cache + int64_t{table[key / p.block_size]} * p.k_block_stride +
+           int64_t{key % p.block_size} * p.k_token_stride;
+  };
+  const float scale = p.scale * p.k_scale;
+  // Steps start on a multiple of 16 keys so that a tile's rows can be one page's; keys
+  // before key_begin are read (they are in the cache) and masked.
+  for (int k0 = item.key_begin - item.key_begin % 16; k0 < item.key_end; k0 += kAmxKeys) {
+    const int keys = std::min(kAmxKeys, item.key_end - k0);
+    const int subs = (keys + 15) / 16;
+    const uint16_t* ka[4];
+    int64_t ka_stride[4];
+    for (int s = 0; s < subs; ++s) {
+      const int first = k0 + 16 * s;
+      if (first + 16 <= item.key_end && first % p.block_size + 16 <= p.block_size) {
+        ka[s] = row_of(first);
+        ka_stride[s] = p.k_token_stride * 2;
+        continue;
+      }
+      uint16_t* dst = ks + int64_t{s} * 16 * D;
+      for (int i = 0; i < 16; ++i) {
+        uint16_t* row = dst + int64_t{i} * D;
+        if (first + i < item.key_end) {
+          std::memcpy(row, row_of(first + i), sizeof(uint16_t) * static_cast<size_t>(D));
+        } else {
+          std::memset(row, 0, sizeof(uint16_t) * static_cast<size_t>(D));
+        }
+      }
+      ka[s] = dst;
+      ka_stride[s] = int64_t{D} * 2;
+    }
+    const bool deep = keys > 32;
+    const uint16_t* vrows[kAmxKeys];
+    const int vkeys = deep ? 64 : 32;
+    for (int j = 0; j < vkeys; ++j) vrows[j] = k0 + j < item.key_end ? row_of(k0 + j) : nullptr;
+    const uint16_t* next[kAmxKeys];
+    const int next_keys = std::clamp(item.key_end - (k0 + kAmxKeys), 0, kAmxKeys);
+    for (int j = 0; j < next_keys; ++j) next[j] = row_of(k0 + kAmxKeys + j);
+    amx_interleave_values(vrows, vkeys / 2, DV, vt, next, next_keys, int64_t{D} * 2);
+    for (int g = 0; g < groups; ++g) {
+      const int64_t r0 = int64_t{g} * kAmxRows;
+      amx_scores(ka, ka_stride, subs, qt + r0 * D, D, st);
+      amx_softmax(st, keys, k0, vb + r0, ve + r0, scale, m + r0, l + r0, o + r0 * DV, DV, pa);
+      amx_values(o + r0 * DV, DV, pa, vt, deep);
+    }
+  }
+  _tile_release();
+  amx_restore_columns(o, rows, DV);
+
+  const int64_t qsize = element_size(p.q_dtype);
+  if (item.num_splits == 1) {
+    for (int r = 0; r < rows; ++r) {
+      const int64_t t = item.token_begin + r / H, h = r % H;
+      char* dst = static_cast<char*>(p.out) + (t * p.o_token_stride + h * p.o_head_stride) * qsize;
+      // A row that saw no key writes zeros (o is zero there).
+      const float factor = l[r] > 0.0f ? p.k_scale / l[r] : 0.0f;
+      store_row(p.q_dtype, o + int64_t{r} * DV, factor, dst, DV);
+    }
+    return;
+  }
+  for (int r = 0; r < rows; ++r) {
+    const int64_t pr = item.partial_row + r;
+    std::copy(o + int64_t{r} * DV, o + int64_t{r + 1} * DV, ws.partial_out.data() + pr * DV);
+    ws.partial_ml[static_cast<size_t>(2 * pr)] = m[r];
+    ws.partial_ml[static_cast<size_t>(2 * pr + 1)] = l[r];
+  }
+}
+
+inline void run_mla_amx(const attnkit::PagedAttentionParams& p,
+                        const attnkit::cpu_mla::MlaPlan& plan, attnkit::cpu_mla::MlaWorkspace& ws) {
+  const int n = static_cast<int>(plan.items.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int i = 0; i < n; ++i) {
+    float* scratch = ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats;
+    mla_amx_item(p, plan, plan.items[static_cast<size_t>(i)], ws, scratch);
+  }
+  if (plan.partial_rows == 0) return;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int i = 0; i < n; ++i) {
+    const attnkit::cpu_mla::MlaWorkItem& item = plan.items[static_cast<size_t>(i)];
+    if (item.num_splits == 1 || item.split != 0) continue;
+    merge_mla_split(p, item, ws,
+                    ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats);
+  }
+}

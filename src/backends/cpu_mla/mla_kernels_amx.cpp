@@ -1,0 +1,34 @@
+// MLA kernels on AMX tiles, compiled for AVX-512 + AMX-TILE + AMX-BF16 and run only where the
+// CPU has them and the OS grants the tile state (cpu_isa.h's amx_bf16_enabled()). See
+// mla_amx_impl.h for the algorithm; kernels/cpu/target_begin.h for the per-target mechanism.
+
+#define ATTNKIT_CPU_TARGET_AVX512_AMX
+#include "backends/cpu_mla/mla_amx_layout.h"
+#include "backends/cpu_mla/mla_attention.h"
+#include "backends/cpu_mla/mla_plan.h"
+#include "kernels/cpu/isa_prelude.h"
+// The target region: everything below until target_end.h is compiled for this target.
+#include "kernels/cpu/target_begin.h"
+
+#if ATTNKIT_TARGET_ENABLED
+
+namespace attnkit::cpu_mla::ATTNKIT_TARGET_NS {
+// clang-format off
+#include ATTNKIT_TARGET_SIMD
+#include "kernels/cpu/row_io.h"
+#include "backends/cpu_mla/mla_kernel_impl.h"
+#include "backends/cpu_mla/mla_amx_impl.h"
+// clang-format on
+}  // namespace attnkit::cpu_mla::ATTNKIT_TARGET_NS
+
+namespace attnkit::cpu_mla {
+
+void mla_attention_amx(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorkspace& ws) {
+  ATTNKIT_TARGET_NS::run_mla_amx(p, plan, ws);
+}
+
+}  // namespace attnkit::cpu_mla
+
+#endif  // ATTNKIT_TARGET_ENABLED
+
+#include "kernels/cpu/target_end.h"
