@@ -65,8 +65,14 @@ Result run_shape(int heads, int batch, int context, int iterations, std::mt19937
   const int sets = static_cast<int>(std::clamp(bench::kMinRotatedBytes / set_bytes + 1, 1.0, 64.0));
   const int64_t total_blocks = int64_t{sets} * batch * pages;
 
-  std::vector<uint16_t> cache =
-      random_bf16(static_cast<size_t>(total_blocks) * kPage * kLatent, gen);
+  // Line-aligned like the library's cache storage: a std::vector's 16-byte alignment made
+  // every 64-byte load of a 1152-byte latent row straddle two cache lines.
+  HostTensor cache(ScalarType::kBFloat16, {total_blocks, kPage, 1, kLatent});
+  {
+    const std::vector<uint16_t> values =
+        random_bf16(static_cast<size_t>(total_blocks) * kPage * kLatent, gen);
+    std::copy(values.begin(), values.end(), cache.data_as<uint16_t>());
+  }
   std::vector<uint16_t> q = random_bf16(static_cast<size_t>(batch) * heads * kLatent, gen);
   std::vector<uint16_t> key = random_bf16(static_cast<size_t>(batch) * kLatent, gen);
   std::vector<uint16_t> out(static_cast<size_t>(batch) * heads * kRank);
@@ -77,8 +83,7 @@ Result run_shape(int heads, int batch, int context, int iterations, std::mt19937
   KvCacheTensors kv;
   kv.layout = KvLayout::kNHD;
   kv.block_size = kPage;
-  kv.key = TensorView::contiguous(cache.data(), ScalarType::kBFloat16,
-                                  {total_blocks, kPage, 1, kLatent});
+  kv.key = cache.view();
   const TensorView qv =
       TensorView::contiguous(q.data(), ScalarType::kBFloat16, {batch, heads, kLatent});
   const TensorView ov =

@@ -4,23 +4,27 @@
 //
 // The item is the same as mla_kernel_impl.h's (tokens x heads query rows over one key range
 // of one latent stream); its rows are cut into groups of 16 (one tile's rows) and its keys
-// visited in steps of kAmxKeys = 64. Per step:
-//   1. the step's latent rows are read where they lie: a 16-key score tile loads its 16 key
-//      rows straight from the page when they are consecutive rows of one page (else from a
-//      staging copy); the value prefix of the 64 rows is interleaved by key pairs (the
-//      tile B layout of P.V);
+// visited in steps of kAmxKeys = 64, four 16-key tiles. Per step:
+//   1. the latent rows are read where they lie: a 16-key tile is 16 rows of one page, loaded
+//      by the tile loads straight from it (else, where its keys cross a page or the item's
+//      end, from a staging copy, zero rows past the end); K and V are the same rows;
 //   2. per row group, scores transposed: S^T [16 keys x 16 rows] = K [16 x D] . Q^T, the
 //      D / 32 tile products accumulating in a tile register (Q^T is laid out once per item
 //      as bf16 pairs [D / 2][16 rows]);
 //   3. the online softmax runs with a row in each lane (no horizontal reductions): mask,
 //      running maximum, p = exp(s - base) rounded to bf16 (the sum takes the same rounded
-//      values), and p transposed into two [16 rows x 32 keys] A tiles;
-//   4. O [16 rows x DV] += P . V, one 16-column tile of O at a time through a tile register
-//      (two products of 32 keys each).
+//      values), transposed into two A tiles per 16 keys: p in the first bf16 of each pair
+//      (zeros in the second), and p in the second;
+//   4. O [16 rows x DV] += P . V with V's rows as the B tiles as they are (no interleaving
+//      by key pairs): a B row holds 32 consecutive columns of one key, so the first A tile
+//      takes its even columns and the second its odd ones, into two 16-column tiles of O
+//      (O keeps its columns in that order, restored once per item).
 // The exponent base of a row moves only when the step's maximum exceeds it by more than
 // kAmxRescaleSlack (e^8 ~ 3000: p and the sums stay far from fp32's range), so the
 // accumulators are rescaled a few times per item instead of at every step; the output is
 // O / l whatever the base, and split chunks pass the base on as their m for the merge.
+// No software prefetch: the tiles read each page in order, which the hardware prefetchers
+// follow (prefetching the next step's rows, spread or in a burst, measured slower).
 //
 // Requires `Ops` (simd_avx512.h), kernels/cpu/row_io.h's helpers and mla_kernel_impl.h
 // (merge_mla_split) in the including namespace, and mla_amx_layout.h included before it
@@ -39,8 +43,8 @@ struct alignas(64) AmxTileConfig {
 inline constexpr float kAmxRescaleSlack = 8.0f;
 
 // A tile load that tells the compiler it reads memory. GCC's _tile_loadd is an asm statement
-// without a memory clobber, so the stores just made for it (probabilities, interleaved
-// values, rescaled rows of O) could be moved past it.
+// without a memory clobber, so the stores just made for it (probabilities, rescaled rows of
+// O, staged key rows) could be moved past it.
 #define ATTNKIT_TILE_LOAD(tile, base, stride)                                                \
   __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(static_cast<const void*>(base)), \
                    "r"(static_cast<int64_t>(stride))                                         \
@@ -79,67 +83,34 @@ inline void amx_scores(const uint16_t* const* ka, const int64_t* ka_stride, int 
   if (subs > 3) _tile_stored(3, st + 768, 64);
 }
 
-// O [16 rows][DV] (row stride DV floats) += P . V: pa holds the A tiles (keys 0-31, then
-// 32-63 when deep), vt the interleaved values (pair q at vt + q * 2 DV).
-inline void amx_values(float* o, int DV, const uint16_t* pa, const uint16_t* vt, bool deep) {
-  const int64_t o_stride = int64_t{DV} * 4;  // bytes between rows of O, and between pairs of V
-  const uint16_t* vt_hi = vt + int64_t{16} * 2 * DV;
-  ATTNKIT_TILE_LOAD(0, pa, 64);
-  if (deep) ATTNKIT_TILE_LOAD(1, pa + 512, 64);
-  for (int64_t c = 0; c < DV; c += 32) {  // two 16-column tiles of O per pass
-    ATTNKIT_TILE_LOAD(2, o + c, o_stride);
-    ATTNKIT_TILE_LOAD(3, vt + c * 2, o_stride);
-    ATTNKIT_TILE_LOAD(4, o + c + 16, o_stride);
-    ATTNKIT_TILE_LOAD(5, vt + c * 2 + 32, o_stride);
-    _tile_dpbf16ps(2, 0, 3);
-    _tile_dpbf16ps(4, 0, 5);
-    if (deep) {
-      ATTNKIT_TILE_LOAD(6, vt_hi + c * 2, o_stride);
-      ATTNKIT_TILE_LOAD(7, vt_hi + c * 2 + 32, o_stride);
-      _tile_dpbf16ps(2, 1, 6);
-      _tile_dpbf16ps(4, 1, 7);
+// O [16 rows][DV] (row stride DV floats) += P . V over the step's `tiles` 16-key tiles, V
+// straight from their latent rows (kv[t], kv_stride[t] bytes apart): of each 32 columns,
+// O's first 16 positions take the even columns (A_even), the next 16 the odd ones (A_odd).
+// The two accumulator tiles stay in registers across the step's key tiles.
+inline void amx_values(float* o, int DV, const uint16_t* pa, const uint16_t* const* kv,
+                       const int64_t* kv_stride, int tiles) {
+  const int64_t o_stride = int64_t{DV} * 4;
+  for (int64_t c = 0; c < DV; c += 32) {
+    ATTNKIT_TILE_LOAD(0, o + c, o_stride);
+    ATTNKIT_TILE_LOAD(1, o + c + 16, o_stride);
+    for (int t = 0; t < tiles; ++t) {
+      ATTNKIT_TILE_LOAD(2, pa + 1024 * t, 64);
+      ATTNKIT_TILE_LOAD(3, pa + 1024 * t + 512, 64);
+      ATTNKIT_TILE_LOAD(4, kv[t] + c, kv_stride[t]);
+      _tile_dpbf16ps(0, 2, 4);
+      _tile_dpbf16ps(1, 3, 4);
     }
-    _tile_stored(2, o + c, o_stride);
-    _tile_stored(4, o + c + 16, o_stride);
+    _tile_stored(0, o + c, o_stride);
+    _tile_stored(1, o + c + 16, o_stride);
   }
 }
 
-// The step's value rows (first DV elements of keys k0 .. k0 + 2 pairs - 1) interleaved by
-// key pairs at vt; rows[j] null for a key outside the item (its values are zeros: p = 0
-// there, and 0 x a stale value must not be NaN). The interleave is unpacklo/hi_epi16, one
-// single-cycle shuffle per 16 columns, which interleaves within 128-bit lanes: of each 32
-// columns c .. c + 31, the first 16-column tile gets columns c + {0-3, 8-11, 16-19, 24-27}
-// and the second c + {4-7, 12-15, 20-23, 28-31}, so O holds its columns in that order until
-// amx_restore_columns(). Meanwhile the next step's latent rows (next[0 .. next_keys - 1],
-// row_bytes each) are prefetched into L2, two rows per pair: the tile loads read rows a page
-// apart, which the hardware prefetchers do not run ahead of.
-inline void amx_interleave_values(const uint16_t* const* rows, int pairs, int DV, uint16_t* vt,
-                                  const uint16_t* const* next, int next_keys, int64_t row_bytes) {
-  const __m512i zero = _mm512_setzero_si512();
-  for (int64_t q = 0; q < pairs; ++q) {
-    for (int64_t j = 2 * q; j < std::min<int64_t>(2 * q + 2, next_keys); ++j) {
-      const auto* row = reinterpret_cast<const char*>(next[j]);
-      for (int64_t b = 0; b < row_bytes; b += 64) attnkit::cpu::prefetch_l2(row + b);
-    }
-    const uint16_t* a = rows[2 * q];
-    const uint16_t* b = rows[2 * q + 1];
-    uint16_t* dst = vt + q * 2 * DV;
-    for (int64_t c = 0; c < DV; c += 32) {
-      const __m512i x = a != nullptr ? _mm512_loadu_si512(a + c) : zero;
-      const __m512i y = b != nullptr ? _mm512_loadu_si512(b + c) : zero;
-      _mm512_storeu_si512(dst + c * 2, _mm512_unpacklo_epi16(x, y));
-      _mm512_storeu_si512(dst + c * 2 + 32, _mm512_unpackhi_epi16(x, y));
-    }
-  }
-}
-
-// Puts the columns of `rows` rows of O (DV floats each) back in order (see
-// amx_interleave_values): of each 32, positions 0-15 held columns {0-3, 8-11, 16-19, 24-27},
-// positions 16-31 columns {4-7, 12-15, 20-23, 28-31}.
+// Puts the columns of `rows` rows of O (DV floats each) back in order: of each 32, positions
+// 0-15 held the even columns and 16-31 the odd ones.
 inline void amx_restore_columns(float* o, int rows, int DV) {
-  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i second =
-      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   for (int64_t r = 0; r < rows; ++r) {
     float* row = o + r * DV;
     for (int64_t c = 0; c < DV; c += 32) {
@@ -154,8 +125,9 @@ inline void amx_restore_columns(float* o, int rows, int DV) {
 // Online softmax of one row group over the step's scores st ([keys][16 rows], raw dots):
 // scales and masks them (key k0 + j visible to lane r when vb[r] <= k0 + j < ve[r]), moves
 // the exponent base where the maximum outgrew it (rescaling those rows of o, DV wide, and
-// their sums), writes the bf16 probabilities transposed into the A tiles at pa (keys past
-// `keys` are 0) and adds them to l.
+// their sums), writes the bf16 probabilities transposed into the A tiles at pa (tile t's
+// even-column one at pa + 1024 t, its odd-column one 512 further; keys past `keys` are 0)
+// and adds them to l.
 inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const int32_t* ve,
                         float scale, float* m, float* l, float* o, int DV, uint16_t* pa) {
   using V = typename Ops::V;
@@ -197,26 +169,21 @@ inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const in
   // A row that has seen no key keeps base -inf; exp(-inf - 0) = 0 gives it p = 0.
   const V base =
       _mm512_mask_mov_ps(m_new, _mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), Ops::zero());
-  // Word 2r of a pair vector is key 2q's p of row r, word 2r + 1 key 2q + 1's.
-  alignas(64) static constexpr uint16_t kPairIdx[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
-                                                        21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
-                                                        11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-  const __m512i pair_idx = _mm512_load_si512(kPairIdx);
-  const int tiles = keys > 32 ? 2 : 1;
+  // Per 16-key tile t: A_even row r holds (p[r][j], 0) for its keys j, A_odd (0, p[r][j]).
+  const int tiles = (keys + 15) / 16;
   for (int t = 0; t < tiles; ++t) {
-    BV pairs[16];
-    for (int q = 0; q < 16; ++q) {
-      const int j = 32 * t + 2 * q;
-      const V p0 = j < keys ? Ops::exp(Ops::sub(Ops::load(st + 16 * j), base)) : Ops::zero();
-      const V p1 =
-          j + 1 < keys ? Ops::exp(Ops::sub(Ops::load(st + 16 * (j + 1)), base)) : Ops::zero();
-      const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(p1, p0));
-      // The sum takes the rounded values the tile products use.
-      lsum = Ops::add(lsum, Ops::add(Ops::round_to_bf16(p0), Ops::round_to_bf16(p1)));
-      pairs[q] = _mm512_permutexvar_epi16(pair_idx, both);
+    BV even[16], odd[16];
+    for (int i = 0; i < 16; ++i) {
+      const int j = 16 * t + i;
+      const V pj = j < keys ? Ops::exp(Ops::sub(Ops::load(st + 16 * j), base)) : Ops::zero();
+      // p rounded to bf16 in the low half of each 32-bit lane; the sum takes the same values.
+      const __m512i low = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pj)));
+      even[i] = low;
+      odd[i] = _mm512_slli_epi32(low, 16);
+      lsum = Ops::add(lsum, _mm512_castsi512_ps(odd[i]));
     }
-    // pairs[q] lane r = (p[r][2q], p[r][2q + 1]); transposed, row r holds its 32 keys.
-    Ops::transpose16_store(pairs, pa + 512 * t, 16);
+    Ops::transpose16_store(even, pa + 1024 * t, 16);
+    Ops::transpose16_store(odd, pa + 1024 * t + 512, 16);
   }
   Ops::store(l, lsum);
 }
@@ -249,7 +216,6 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
   float* o = base + lay.o;
   float* st = base + lay.st;
   auto* pa = reinterpret_cast<uint16_t*>(base + lay.pa);
-  auto* vt = reinterpret_cast<uint16_t*>(base + lay.vt);
   auto* ks = reinterpret_cast<uint16_t*>(base + lay.ks);
   float* m = base + lay.m;
   float* l = base + lay.l;
@@ -322,19 +288,11 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
       ka[s] = dst;
       ka_stride[s] = int64_t{D} * 2;
     }
-    const bool deep = keys > 32;
-    const uint16_t* vrows[kAmxKeys];
-    const int vkeys = deep ? 64 : 32;
-    for (int j = 0; j < vkeys; ++j) vrows[j] = k0 + j < item.key_end ? row_of(k0 + j) : nullptr;
-    const uint16_t* next[kAmxKeys];
-    const int next_keys = std::clamp(item.key_end - (k0 + kAmxKeys), 0, kAmxKeys);
-    for (int j = 0; j < next_keys; ++j) next[j] = row_of(k0 + kAmxKeys + j);
-    amx_interleave_values(vrows, vkeys / 2, DV, vt, next, next_keys, int64_t{D} * 2);
     for (int g = 0; g < groups; ++g) {
       const int64_t r0 = int64_t{g} * kAmxRows;
       amx_scores(ka, ka_stride, subs, qt + r0 * D, D, st);
       amx_softmax(st, keys, k0, vb + r0, ve + r0, scale, m + r0, l + r0, o + r0 * DV, DV, pa);
-      amx_values(o + r0 * DV, DV, pa, vt, deep);
+      amx_values(o + r0 * DV, DV, pa, ka, ka_stride, subs);
     }
   }
   _tile_release();
