@@ -3,8 +3,8 @@
 // heads x batch x context as listed. Reports the latent-cache read rate (GB/s of cache bytes
 // the step must read) and its ratio to the read bandwidth measured in the same run
 // (attnkit/bench/machine_ceilings.h), plus GFLOP/s (QK and PV: 2 * heads * keys * (576 +
-// 512) per request) against the compute ceiling of the same run (bf16 dot products where the
-// kernels use them, else fp32 FMA), and the share of the
+// 512) per request) against the compute ceiling of the same run (AMX tile products or bf16
+// dot products where the kernels use them, else fp32 FMA), and the share of the
 // shape's roofline (the slower of reading the cache and doing its FLOPs at those ceilings). Each
 // shape rotates over disjoint sets of cache blocks (>= 256 MiB in all, block tables shuffled) so
 // that successive calls do not find the cache in the LLC.
@@ -118,14 +118,22 @@ int main(int argc, char** argv) {
   const bench::MachineCeilings ceilings = bench::measure_machine_ceilings(threads);
   const double read_bw = ceilings.read_gb_per_s;
   // The kernels' compute ceiling: with bf16 queries and cache (as here) the AVX-512 target
-  // uses avx512_bf16's dot products where the CPU has them, else fp32 FMAs.
-  const bool dot = cpu::active_cpu_isa() == cpu::CpuIsa::kAvx512 && cpu::avx512_bf16_dot_enabled();
-  const double compute = dot ? ceilings.bf16_dot_gflop_per_s : ceilings.fma_gflop_per_s;
+  // runs its AMX tile kernels where the machine has them (and ATTNKIT_CPU_AMX leaves them
+  // on), else avx512_bf16's dot products where the CPU has them, else fp32 FMAs.
+  const bool avx512 = cpu::active_cpu_isa() == cpu::CpuIsa::kAvx512;
+  const bool amx = avx512 && cpu::amx_bf16_enabled();
+  const bool dot = !amx && avx512 && cpu::avx512_bf16_dot_enabled();
+  const double compute = amx   ? ceilings.amx_bf16_gflop_per_s
+                         : dot ? ceilings.bf16_dot_gflop_per_s
+                               : ceilings.fma_gflop_per_s;
   std::printf(
       "read bandwidth %.2f GB/s (512 MiB, best of 5); fp32 FMA %.1f GFLOP/s (%s); bf16 dot "
-      "%.1f GFLOP/s; compute ceiling of these kernels: %s\n",
+      "%.1f GFLOP/s; AMX bf16 %.1f GFLOP/s; compute ceiling of these kernels: %s\n",
       read_bw, ceilings.fma_gflop_per_s, ceilings.fma_isa, ceilings.bf16_dot_gflop_per_s,
-      dot ? "bf16 dot" : "fp32 FMA");
+      ceilings.amx_bf16_gflop_per_s,
+      amx   ? "AMX bf16"
+      : dot ? "bf16 dot"
+            : "fp32 FMA");
   // The roofline of a shape: the step reads each latent row once and does 2 * heads * 1088
   // FLOP on it, so it is bound by min(read bandwidth, compute rate / FLOP per byte).
   std::printf(

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "attnkit/build_config.h"
@@ -104,6 +105,40 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16_dot_loop(int64_t iters
   __m512 s = acc[0];
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
   return _mm512_reduce_add_ps(s);
+}
+
+// Four independent accumulator tiles, each iteration one tdpbf16ps into each (16 x 16 x 32
+// multiply-adds, 16384 FLOP). The operands are 1.0 and a tiny value, so nothing grows large.
+__attribute__((target("amx-tile,amx-bf16"))) double amx_bf16_loop(int64_t iters) {
+  struct alignas(64) Config {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+  } cfg;
+  for (int t = 0; t < 6; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  alignas(64) uint16_t a[16 * 32], b[16 * 32];
+  std::fill(std::begin(a), std::end(a), uint16_t{0x3f80});  // 1.0
+  std::fill(std::begin(b), std::end(b), uint16_t{0x3380});  // tiny
+  alignas(64) float c[16 * 16];
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm4" ::"r"(a), "r"(int64_t{64}) : "memory");
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm5" ::"r"(b), "r"(int64_t{64}) : "memory");
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t it = 0; it < iters; ++it) {
+    _tile_dpbf16ps(0, 4, 5);
+    _tile_dpbf16ps(1, 4, 5);
+    _tile_dpbf16ps(2, 4, 5);
+    _tile_dpbf16ps(3, 4, 5);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return c[0];
 }
 #endif
 
@@ -220,6 +255,11 @@ MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes) {
     const Rates r = flops_on_threads(threads, iters, 12 * 64.0, bf16_dot_loop);
     c.bf16_dot_gflop_per_s = r.wall / 1e9;
     c.bf16_dot_gflop_per_s_cpu = r.cpu / 1e9;
+  }
+  if (isa == cpu::CpuIsa::kAvx512 && cpu::amx_bf16_enabled()) {
+    const Rates r = flops_on_threads(threads, iters / 64, 4 * 16384.0, amx_bf16_loop);
+    c.amx_bf16_gflop_per_s = r.wall / 1e9;
+    c.amx_bf16_gflop_per_s_cpu = r.cpu / 1e9;
   }
 #else
   set_fma(flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar));

@@ -6,7 +6,9 @@
 //   - FLOP ceilings: register-resident loops of independent fp32 FMAs, and of avx512_bf16
 //     dot products (vdpbf16ps, 64 FLOP each), on all threads, with the SIMD width of the
 //     ISA the CPU kernels run (cpu::active_cpu_isa(), ATTNKIT_CPU_ISA): forced AVX2 kernels
-//     are measured against the 256-bit FMA loop and get no bf16 dot ceiling.
+//     are measured against the 256-bit FMA loop and get no bf16 dot ceiling; and, where the
+//     avx512 target runs AMX tile kernels (cpu::amx_bf16_enabled()), a loop of independent
+//     AMX-BF16 tile products (tdpbf16ps, 16 x 16 x 32 multiply-adds each).
 // Each is also measured per CPU-second ("_cpu": work / (process CPU time / threads)), which
 // a machine shared with other jobs does not depress the way it depresses wall-clock rates:
 // a benchmark's CPU-time rate over these is a ratio both sides of which exclude the time
@@ -24,10 +26,12 @@ struct ATTNKIT_API MachineCeilings {
   double fma_gflop_per_s = 0.0;       // fp32 FMA, 2 FLOP per lane
   double bf16_dot_gflop_per_s = 0.0;  // 0 without avx512_bf16, or with other kernels active
   const char* fma_isa = "scalar";     // the ISA the FMA loop ran with
+  double amx_bf16_gflop_per_s = 0.0;  // 0 where the AMX tile kernels do not run
   // The same per CPU-second of each thread (see above).
   double read_gb_per_s_cpu = 0.0;
   double fma_gflop_per_s_cpu = 0.0;
   double bf16_dot_gflop_per_s_cpu = 0.0;
+  double amx_bf16_gflop_per_s_cpu = 0.0;
 };
 
 // Measures all ceilings with `threads` OpenMP threads; the read buffer is `read_bytes`.
