@@ -262,8 +262,9 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
            int64_t{key % p.block_size} * p.k_token_stride;
   };
   const float scale = p.scale * p.k_scale;
-  // Steps start on a multiple of 16 keys so that a tile's rows can be one page's; keys
-  // before key_begin are read (they are in the cache) and masked.
+  // Steps start on a multiple of 16 keys so that a tile's rows can be one page's. Keys
+  // outside [key_begin, key_end) are never read (a sliding window's earlier pages may be
+  // freed): a tile holding any of them is staged with zero rows there, and masked.
   for (int k0 = item.key_begin - item.key_begin % 16; k0 < item.key_end; k0 += kAmxKeys) {
     const int keys = std::min(kAmxKeys, item.key_end - k0);
     const int subs = (keys + 15) / 16;
@@ -271,7 +272,8 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
     int64_t ka_stride[4];
     for (int s = 0; s < subs; ++s) {
       const int first = k0 + 16 * s;
-      if (first + 16 <= item.key_end && first % p.block_size + 16 <= p.block_size) {
+      if (first >= item.key_begin && first + 16 <= item.key_end &&
+          first % p.block_size + 16 <= p.block_size) {
         ka[s] = row_of(first);
         ka_stride[s] = p.k_token_stride * 2;
         continue;
@@ -279,7 +281,7 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
       uint16_t* dst = ks + int64_t{s} * 16 * D;
       for (int i = 0; i < 16; ++i) {
         uint16_t* row = dst + int64_t{i} * D;
-        if (first + i < item.key_end) {
+        if (first + i >= item.key_begin && first + i < item.key_end) {
           std::memcpy(row, row_of(first + i), sizeof(uint16_t) * static_cast<size_t>(D));
         } else {
           std::memset(row, 0, sizeof(uint16_t) * static_cast<size_t>(D));
