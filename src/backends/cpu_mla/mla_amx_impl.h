@@ -321,18 +321,5 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
 
 inline void run_mla_amx(const attnkit::PagedAttentionParams& p,
                         const attnkit::cpu_mla::MlaPlan& plan, attnkit::cpu_mla::MlaWorkspace& ws) {
-  const int n = static_cast<int>(plan.items.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int i = 0; i < n; ++i) {
-    float* scratch = ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats;
-    mla_amx_item(p, plan, plan.items[static_cast<size_t>(i)], ws, scratch);
-  }
-  if (plan.partial_rows == 0) return;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int i = 0; i < n; ++i) {
-    const attnkit::cpu_mla::MlaWorkItem& item = plan.items[static_cast<size_t>(i)];
-    if (item.num_splits == 1 || item.split != 0) continue;
-    merge_mla_split(p, item, ws,
-                    ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats);
-  }
+  run_mla_items<&mla_amx_item>(p, plan, ws);
 }

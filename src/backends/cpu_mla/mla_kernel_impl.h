@@ -418,14 +418,16 @@ inline void merge_mla_split(const attnkit::PagedAttentionParams& p,
   }
 }
 
-template <class Kv, bool kDot>
-void run_mla_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
+// Runs kItem (an item kernel: mla_item or mla_amx_item) on every item of the plan, each
+// thread in its own scratch, then merges the split tiles.
+template <auto kItem>
+void run_mla_items(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
                    attnkit::cpu_mla::MlaWorkspace& ws) {
   const int n = static_cast<int>(plan.items.size());
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < n; ++i) {
     float* scratch = ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats;
-    mla_item<Kv, kDot>(p, plan, plan.items[static_cast<size_t>(i)], ws, scratch);
+    kItem(p, plan, plan.items[static_cast<size_t>(i)], ws, scratch);
   }
   if (plan.partial_rows == 0) return;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -435,6 +437,12 @@ void run_mla_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu_ml
     merge_mla_split(p, item, ws,
                     ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats);
   }
+}
+
+template <class Kv, bool kDot>
+void run_mla_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
+                   attnkit::cpu_mla::MlaWorkspace& ws) {
+  run_mla_items<&mla_item<Kv, kDot>>(p, plan, ws);
 }
 
 // bf16_dot: the CPU has avx512_bf16 (only the AVX-512 target has the instruction).

@@ -127,6 +127,32 @@ TEST(CpuMla, SplitKvDecodeOfFewLongRequestsMatchesReference) {
   EXPECT_GT(plan.partial_rows, 0);
 }
 
+// Kernel-level parameters of the 5-request batch the split and AMX tests share (qsl, seq):
+// latent rows of kLatent in pages of `block`, `max_blocks` table entries per request.
+PagedAttentionParams kernel_params(const std::vector<int32_t>& qsl, const std::vector<int32_t>& seq,
+                                   const std::vector<int32_t>& table, int heads, int block,
+                                   int max_blocks) {
+  PagedAttentionParams p;
+  p.q_token_stride = int64_t{heads} * kLatent;
+  p.q_head_stride = kLatent;
+  p.o_token_stride = int64_t{heads} * kLora;
+  p.o_head_stride = kLora;
+  p.k_block_stride = p.v_block_stride = int64_t{block} * kLatent;
+  p.k_token_stride = p.v_token_stride = kLatent;
+  p.num_seqs = static_cast<int>(seq.size());
+  p.query_start_loc = qsl.data();
+  p.seq_lens = seq.data();
+  p.block_table = table.data();
+  p.block_table_stride = max_blocks;
+  p.block_size = block;
+  p.num_heads = heads;
+  p.num_kv_heads = 1;
+  p.head_size = kLatent;
+  p.head_size_v = kLora;
+  p.scale = 0.07f;
+  return p;
+}
+
 TEST(CpuMla, ForcedSplitsOfEveryTileMatchTheReferenceKernel) {
   // Kernel level: every tile (prefill ones too, whose rows see no key in some chunks) cut
   // into 5 chunks and merged by log-sum-exp, against the reference kernel, fp32 throughout.
@@ -143,26 +169,9 @@ TEST(CpuMla, ForcedSplitsOfEveryTileMatchTheReferenceKernel) {
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(table.size() - 1 - i);
   std::vector<float> want(static_cast<size_t>(47) * heads * kLora);
   std::vector<float> got(want.size());
-  PagedAttentionParams p;
+  PagedAttentionParams p = kernel_params(qsl, seq, table, heads, block, max_blocks);
   p.q = q.data();
-  p.q_token_stride = int64_t{heads} * kLatent;
-  p.q_head_stride = kLatent;
-  p.o_token_stride = int64_t{heads} * kLora;
-  p.o_head_stride = kLora;
   p.k_cache = p.v_cache = latent.data();
-  p.k_block_stride = p.v_block_stride = int64_t{block} * kLatent;
-  p.k_token_stride = p.v_token_stride = kLatent;
-  p.num_seqs = 5;
-  p.query_start_loc = qsl.data();
-  p.seq_lens = seq.data();
-  p.block_table = table.data();
-  p.block_table_stride = max_blocks;
-  p.block_size = block;
-  p.num_heads = heads;
-  p.num_kv_heads = 1;
-  p.head_size = kLatent;
-  p.head_size_v = kLora;
-  p.scale = 0.07f;
   for (int window : {0, 90}) {
     p.sliding_window = window;
     p.out = want.data();
@@ -233,24 +242,7 @@ TEST(CpuMla, AmxTilesMatchTheReferenceKernel) {
       const size_t out_size = static_cast<size_t>(tokens) * heads * kLora;
       std::vector<float> want(out_size);
       std::vector<uint16_t> got(out_size);
-      PagedAttentionParams p;
-      p.q_token_stride = int64_t{heads} * kLatent;
-      p.q_head_stride = kLatent;
-      p.o_token_stride = int64_t{heads} * kLora;
-      p.o_head_stride = kLora;
-      p.k_block_stride = p.v_block_stride = int64_t{block} * kLatent;
-      p.k_token_stride = p.v_token_stride = kLatent;
-      p.num_seqs = 5;
-      p.query_start_loc = qsl.data();
-      p.seq_lens = seq.data();
-      p.block_table = table.data();
-      p.block_table_stride = max_blocks;
-      p.block_size = block;
-      p.num_heads = heads;
-      p.num_kv_heads = 1;
-      p.head_size = kLatent;
-      p.head_size_v = kLora;
-      p.scale = 0.07f;
+      PagedAttentionParams p = kernel_params(qsl, seq, table, heads, block, max_blocks);
       for (int window : {0, 90}) {
         p.sliding_window = window;
         if (window > 0) {
