@@ -16,6 +16,7 @@ namespace attnkit::cpu_mla::ATTNKIT_TARGET_NS {
 // clang-format off
 #include ATTNKIT_TARGET_SIMD
 #include "kernels/cpu/row_io.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "backends/cpu_mla/mla_kernel_impl.h"
 #include "backends/cpu_mla/mla_amx_impl.h"
 // clang-format on

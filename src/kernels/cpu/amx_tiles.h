@@ -1,0 +1,194 @@
+#pragma once
+// AMX-BF16 tile building blocks of the CPU attention kernels (CPU_MLA's mla_amx_impl.h,
+// CPU_FLASH's flash_amx_impl.h), compiled into their AVX-512 + AMX translation units
+// (kernels/cpu/target_begin.h, ATTNKIT_CPU_TARGET_AVX512_AMX) inside the ISA namespace, after
+// simd_avx512.h's Ops.
+//
+// The layout they share: query rows in groups of 16 (a tile's rows), keys in 16-key tiles,
+// up to four per step (kAmxStepKeys). Scores come out transposed (S^T [16 keys][16 rows],
+// a row in each lane, so the online softmax needs no horizontal reductions); probabilities
+// go into A tiles of two kinds per key tile, p in the first bf16 of each pair (zeros in the
+// second) and p in the second, so that P . V takes V's rows as B tiles as they lie: the first
+// kind gives the even columns of 32, the second the odd ones. O keeps that column order until
+// amx_restore_columns().
+//
+// The exponent base of a row moves only when a step's maximum exceeds it by more than
+// kAmxRescaleSlack (e^8 ~ 3000: p and the sums stay far from fp32's range), so the
+// accumulators are rescaled a few times per item instead of at every step; the output is
+// O / l whatever the base, and a split chunk passes its base on as its m for the merge.
+
+inline constexpr int kAmxStepKeys = 64;
+
+// The tile configuration: palette 1, tiles 0-7 all 16 rows of 64 bytes (a 16 x 16 fp32
+// accumulator, 16 rows of 32 bf16, or 16 pairs x 16 columns).
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+inline constexpr float kAmxRescaleSlack = 8.0f;
+
+// A tile load that tells the compiler it reads memory. GCC's _tile_loadd is an asm statement
+// without a memory clobber, so the stores just made for it (probabilities, rescaled rows of
+// O, staged key rows) could be moved past it.
+#define ATTNKIT_TILE_LOAD(tile, base, stride)                                                \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(static_cast<const void*>(base)), \
+                   "r"(static_cast<int64_t>(stride))                                         \
+                   : "memory")
+
+// Scores of one row group against the subs (1-4) 16-key tiles of the step: S^T tile s
+// ([16 keys][16 rows] fp32) stored at st + 256 s. ka[s] / ka_stride[s]: the tile's first key
+// row and the byte distance between its rows; qt: the group's Q^T pairs.
+inline void amx_scores(const uint16_t* const* ka, const int64_t* ka_stride, int subs,
+                       const uint16_t* qt, int D, float* st) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t c = 0; c < D; c += 32) {
+    // B: pairs c/2 .. c/2 + 15 of every row; A: elements c .. c + 31 of 16 keys.
+    ATTNKIT_TILE_LOAD(5, qt + c * 16, 64);
+    ATTNKIT_TILE_LOAD(4, ka[0] + c, ka_stride[0]);
+    _tile_dpbf16ps(0, 4, 5);
+    if (subs > 1) {
+      ATTNKIT_TILE_LOAD(6, ka[1] + c, ka_stride[1]);
+      _tile_dpbf16ps(1, 6, 5);
+    }
+    if (subs > 2) {
+      ATTNKIT_TILE_LOAD(7, ka[2] + c, ka_stride[2]);
+      _tile_dpbf16ps(2, 7, 5);
+    }
+    if (subs > 3) {
+      ATTNKIT_TILE_LOAD(4, ka[3] + c, ka_stride[3]);
+      _tile_dpbf16ps(3, 4, 5);
+    }
+  }
+  _tile_stored(0, st, 64);
+  if (subs > 1) _tile_stored(1, st + 256, 64);
+  if (subs > 2) _tile_stored(2, st + 512, 64);
+  if (subs > 3) _tile_stored(3, st + 768, 64);
+}
+
+// O [16 rows][DV] (row stride DV floats) += P . V over the step's `tiles` 16-key tiles, V
+// straight from their latent rows (kv[t], kv_stride[t] bytes apart): of each 32 columns,
+// O's first 16 positions take the even columns (A_even), the next 16 the odd ones (A_odd).
+// The two accumulator tiles stay in registers across the step's key tiles.
+inline void amx_values(float* o, int DV, const uint16_t* pa, const uint16_t* const* kv,
+                       const int64_t* kv_stride, int tiles) {
+  const int64_t o_stride = int64_t{DV} * 4;
+  for (int64_t c = 0; c < DV; c += 32) {
+    ATTNKIT_TILE_LOAD(0, o + c, o_stride);
+    ATTNKIT_TILE_LOAD(1, o + c + 16, o_stride);
+    for (int t = 0; t < tiles; ++t) {
+      ATTNKIT_TILE_LOAD(2, pa + 1024 * t, 64);
+      ATTNKIT_TILE_LOAD(3, pa + 1024 * t + 512, 64);
+      ATTNKIT_TILE_LOAD(4, kv[t] + c, kv_stride[t]);
+      _tile_dpbf16ps(0, 2, 4);
+      _tile_dpbf16ps(1, 3, 4);
+    }
+    _tile_stored(0, o + c, o_stride);
+    _tile_stored(1, o + c + 16, o_stride);
+  }
+}
+
+// Puts the columns of `rows` rows of O (DV floats each) back in order: of each 32, positions
+// 0-15 held the even columns and 16-31 the odd ones.
+inline void amx_restore_columns(float* o, int rows, int DV) {
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = o + r * DV;
+    for (int64_t c = 0; c < DV; c += 32) {
+      const __m512 lo = _mm512_loadu_ps(row + c);
+      const __m512 hi = _mm512_loadu_ps(row + c + 16);
+      _mm512_storeu_ps(row + c, _mm512_permutex2var_ps(lo, first, hi));
+      _mm512_storeu_ps(row + c + 16, _mm512_permutex2var_ps(lo, second, hi));
+    }
+  }
+}
+
+// Online softmax of one row group over the step's scores st ([keys][16 rows], raw dots):
+// scales them (then soft-caps them: cap * tanh(s / cap), where soft_cap > 0) and masks them (key k0
+// + j visible to lane r when vb[r] <= k0 + j < ve[r]), moves the exponent base where the maximum
+// outgrew it (rescaling those rows of o, DV wide, and their sums), writes the bf16 probabilities
+// transposed into the A tiles at pa (tile t's even-column one at pa + 1024 t, its odd-column one
+// 512 further; keys past `keys` are 0) and adds them to l.
+inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const int32_t* ve,
+                        float scale, float soft_cap, float* m, float* l, float* o, int DV,
+                        uint16_t* pa) {
+  using V = typename Ops::V;
+  using BV = typename Ops::BV;
+  const __m512i first = _mm512_loadu_si512(vb);
+  const __m512i end = _mm512_loadu_si512(ve);
+  const V neg_inf = Ops::set1(-__builtin_inff());
+  const V vscale = Ops::set1(scale);
+  V mx = neg_inf;
+  for (int j = 0; j < keys; ++j) {
+    const __m512i key = _mm512_set1_epi32(k0 + j);
+    const __mmask16 seen = _mm512_cmpge_epi32_mask(key, first) & _mm512_cmplt_epi32_mask(key, end);
+    V x = Ops::mul(Ops::load(st + 16 * j), vscale);
+    if (soft_cap > 0.0f) {
+      x = Ops::mul(Ops::set1(soft_cap), Ops::tanh(Ops::mul(x, Ops::set1(1.0f / soft_cap))));
+    }
+    const V s = _mm512_mask_mov_ps(neg_inf, seen, x);
+    Ops::store(st + 16 * j, s);
+    mx = Ops::max(mx, s);
+  }
+  const V m_old = Ops::load(m);
+  // A new base where the maximum outgrew the old one by more than the slack (-inf + slack
+  // is -inf: a row's first visible key always sets it).
+  const __mmask16 move =
+      _mm512_cmp_ps_mask(mx, Ops::add(m_old, Ops::set1(kAmxRescaleSlack)), _CMP_GT_OQ);
+  const V m_new = _mm512_mask_mov_ps(m_old, move, mx);
+  // Rows that move from a finite base: their accumulators and sums scale by exp(old - new).
+  const __mmask16 rescale = move & _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_NEQ_OQ);
+  V lsum = _mm512_maskz_mul_ps(static_cast<__mmask16>(~move), Ops::load(l), Ops::set1(1.0f));
+  if (rescale != 0) {
+    const V alpha = Ops::exp(Ops::sub(m_old, m_new));
+    alignas(64) float a[16];
+    Ops::store(a, alpha);
+    for (int r = 0; r < 16; ++r) {
+      if (((rescale >> r) & 1u) == 0) continue;
+      const V ar = Ops::set1(a[r]);
+      float* orow = o + int64_t{r} * DV;
+      for (int64_t c = 0; c < DV; c += 16) Ops::store(orow + c, Ops::mul(Ops::load(orow + c), ar));
+    }
+    lsum = _mm512_mask_mul_ps(lsum, rescale, Ops::load(l), alpha);
+  }
+  Ops::store(m, m_new);
+  // A row that has seen no key keeps base -inf; exp(-inf - 0) = 0 gives it p = 0.
+  const V base =
+      _mm512_mask_mov_ps(m_new, _mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), Ops::zero());
+  // Per 16-key tile t: A_even row r holds (p[r][j], 0) for its keys j, A_odd (0, p[r][j]).
+  const int tiles = (keys + 15) / 16;
+  for (int t = 0; t < tiles; ++t) {
+    BV even[16], odd[16];
+    for (int i = 0; i < 16; ++i) {
+      const int j = 16 * t + i;
+      const V pj = j < keys ? Ops::exp(Ops::sub(Ops::load(st + 16 * j), base)) : Ops::zero();
+      // p rounded to bf16 in the low half of each 32-bit lane; the sum takes the same values.
+      const __m512i low = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pj)));
+      even[i] = low;
+      odd[i] = _mm512_slli_epi32(low, 16);
+      lsum = Ops::add(lsum, _mm512_castsi512_ps(odd[i]));
+    }
+    Ops::transpose16_store(even, pa + 1024 * t, 16);
+    Ops::transpose16_store(odd, pa + 1024 * t + 512, 16);
+  }
+  Ops::store(l, lsum);
+}
+
+// Loads the tile configuration (its whole 64 bytes an operand: GCC's _tile_loadconfig names
+// only the first 8, so the stores of the others could be dropped).
+inline void amx_configure() {
+  AmxTileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
+}
