@@ -26,8 +26,8 @@ constexpr std::array<OptionInfo, 10> kOptions{{
      "SIMD target of the CPU_FLASH and CPU_MLA kernels."},
     {Option::kCpuAmx, "ATTNKIT_CPU_AMX",
      "on where the CPU has AMX-BF16 and the OS grants the tile state", kSwitchValues,
-     "CPU_MLA's AMX tile kernels for bf16 queries and bf16 latent caches on the avx512 target "
-     "(off: avx512_bf16 dot products)."},
+     "CPU_FLASH's and CPU_MLA's AMX tile kernels for bf16 queries and bf16 caches on the avx512 "
+     "target (off: avx512_bf16 dot products)."},
     {Option::kCudaDependentLaunch, "ATTNKIT_CUDA_DEPENDENT_LAUNCH", "on (on sm_90+)", kSwitchValues,
      "Programmatic dependent launches of the CUDA kernels (off for A/B measurements and "
      "bisecting)."},

@@ -19,11 +19,13 @@ std::string kernel_variant(std::string_view backend, const Platform& platform) {
     if (cpu::active_cpu_isa() == cpu::CpuIsa::kAvx512 && cpu::avx512_bf16_dot_enabled()) {
       variant += ", bf16 dot products for bf16 queries and caches";
     }
-    // mla_attention.cpp: CPU_MLA's AMX tile kernels for bf16 queries and caches where the
+    // mla_attention.cpp, flash_attention.cpp: AMX tile kernels for bf16 queries and caches
+    // (head sizes multiples of 32; CPU_FLASH: items of 8 or more rows per KV head) where the
     // machine runs them and ATTNKIT_CPU_AMX does not turn them off.
-    if (backend == "CPU_MLA" && cpu::active_cpu_isa() == cpu::CpuIsa::kAvx512 &&
-        cpu::amx_bf16_enabled()) {
-      variant += ", AMX tiles for bf16 queries and caches";
+    if (cpu::active_cpu_isa() == cpu::CpuIsa::kAvx512 && cpu::amx_bf16_enabled()) {
+      variant += backend == "CPU_MLA"
+                     ? ", AMX tiles for bf16 queries and caches"
+                     : ", AMX tiles for bf16 queries and caches (8+ query rows per KV head)";
     }
     return variant;
   }

@@ -45,7 +45,8 @@ ATTNKIT_API bool avx512_bf16_dot_enabled();
 // Whether this machine can run AMX-BF16 tile kernels: the CPU has them and the OS granted
 // this process the tile state (asked for once, on Linux with arch_prctl).
 ATTNKIT_API bool amx_bf16_available();
-// Whether the avx512 target uses its AMX tile kernels (CPU_MLA, bf16 queries and caches):
+// Whether the avx512 target uses its AMX tile kernels (CPU_FLASH and CPU_MLA, bf16 queries
+// and caches):
 // the override if set, else ATTNKIT_CPU_AMX if set, else amx_bf16_available(). Forcing them
 // on where they are not available throws Error(kUnsupported), from the override at once,
 // from the environment when asked.

@@ -35,9 +35,15 @@ void flash_attention(const PagedAttentionParams& p, const FlashPlan& plan, Flash
   check_contract(p, plan);
   if (plan.items.empty()) return;
   ws.ensure(plan);
+  // Read on every target, so a bad ATTNKIT_CPU_AMX is an error wherever CPU_FLASH runs.
+  const bool amx = amx_bf16_enabled();
   switch (isa) {
 #if defined(__x86_64__) || defined(__i386__)
     case CpuIsa::kAvx512:
+      if (amx && p.q_dtype == ScalarType::kBFloat16 && p.kv_dtype == ScalarType::kBFloat16 &&
+          p.head_size % 32 == 0 && p.head_size_v % 32 == 0) {
+        return flash_attention_amx(p, plan, ws, avx512_bf16_dot_enabled());
+      }
       return flash_attention_avx512(p, plan, ws, avx512_bf16_dot_enabled());
     case CpuIsa::kAvx2:
       return flash_attention_avx2(p, plan, ws);

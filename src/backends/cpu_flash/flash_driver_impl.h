@@ -3,9 +3,11 @@
 // (they are sorted longest first), then the split-KV merges. Compiled per ISA like
 // flash_kernel_impl.h.
 
-template <class Kv, bool kDot>
-void run_plan_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& plan,
-                    attnkit::cpu::FlashWorkspace& ws) {
+// Kernel: an item kernel class constructed per thread as Kernel(p, plan, scratch, partials)
+// with run(item) (flash_kernel_impl.h's ItemKernel, flash_amx_impl.h's AmxItemKernel).
+template <class Kernel>
+void run_plan_with(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& plan,
+                   attnkit::cpu::FlashWorkspace& ws) {
   const int n_items = static_cast<int>(plan.items.size());
   const int n_merges = static_cast<int>(plan.merges.size());
   const int threads = std::max(1, std::min(plan.num_threads, n_items));
@@ -13,7 +15,7 @@ void run_plan_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu::
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     float* scratch = ws.thread_scratch(omp_get_thread_num());
-    ItemKernel<Kv, kDot> kernel(p, plan, scratch, partials);
+    Kernel kernel(p, plan, scratch, partials);
 #pragma omp for schedule(dynamic, 1)
     for (int i = 0; i < n_items; ++i) kernel.run(plan.items[static_cast<size_t>(i)]);
       // The implicit barrier above makes every partial visible to the merges.
@@ -22,6 +24,12 @@ void run_plan_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu::
       merge_splits(p, plan.merges[static_cast<size_t>(g)], partials, scratch);
     }
   }
+}
+
+template <class Kv, bool kDot>
+void run_plan_typed(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& plan,
+                    attnkit::cpu::FlashWorkspace& ws) {
+  run_plan_with<ItemKernel<Kv, kDot>>(p, plan, ws);
 }
 
 inline void run_plan(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& plan,

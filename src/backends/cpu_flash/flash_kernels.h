@@ -12,5 +12,9 @@ void flash_attention_scalar(const PagedAttentionParams& p, const FlashPlan& plan
 void flash_attention_avx2(const PagedAttentionParams& p, const FlashPlan& plan, FlashWorkspace& ws);
 void flash_attention_avx512(const PagedAttentionParams& p, const FlashPlan& plan,
                             FlashWorkspace& ws, bool bf16_dot);
+// AMX tiles: bf16 queries and cache, head sizes multiples of 32, cpu::amx_bf16_enabled();
+// items of few rows per KV head take the avx512 bf16 kernels (bf16_dot: with dot products).
+void flash_attention_amx(const PagedAttentionParams& p, const FlashPlan& plan, FlashWorkspace& ws,
+                         bool bf16_dot);
 
 }  // namespace attnkit::cpu

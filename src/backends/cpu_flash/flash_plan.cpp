@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "attnkit/core/error.h"
+#include "backends/cpu_flash/flash_amx_layout.h"
 
 namespace attnkit::cpu {
 namespace {
@@ -139,6 +140,13 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
   plan.max_rows = max_rows;
   plan.partial_floats = partial_at;
   plan.scratch_floats_per_thread = scratch_layout(max_rows, head_size, head_size_v).total;
+  // The AMX kernel's layout (flash_amx_layout.h): each KV head's rows rounded up to 16.
+  for (const FlashWorkItem& it : plan.items) {
+    const int64_t head_rows = round_up(int64_t{it.q_end - it.q_begin} * group, 16);
+    plan.scratch_floats_per_thread = std::max(
+        plan.scratch_floats_per_thread,
+        flash_amx_layout(head_rows * it.num_kv_heads, head_rows, head_size, head_size_v).total);
+  }
   return plan;
 }
 

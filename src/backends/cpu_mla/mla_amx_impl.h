@@ -72,17 +72,13 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
   // Q^T of each row group as bf16 pairs (rows past the item's are zeros).
   const auto* qbase = static_cast<const uint16_t*>(p.q);
   for (int g = 0; g < groups; ++g) {
-    for (int64_t c = 0; c < D; c += 32) {
-      typename Ops::BV in[kAmxRows];
-      for (int i = 0; i < kAmxRows; ++i) {
-        const int r = g * kAmxRows + i;
-        in[i] = _mm512_setzero_si512();
-        if (r >= rows) continue;
-        const int64_t t = item.token_begin + r / H, h = r % H;
-        in[i] = Ops::load_bf16_pairs(qbase + t * p.q_token_stride + h * p.q_head_stride + c);
-      }
-      Ops::transpose16_store(in, qt + int64_t{g} * D * kAmxRows + c * kAmxRows, kAmxRows);
+    const uint16_t* qrows[kAmxRows];
+    for (int i = 0; i < kAmxRows; ++i) {
+      const int r = g * kAmxRows + i;
+      const int64_t t = item.token_begin + r / H, h = r % H;
+      qrows[i] = r < rows ? qbase + t * p.q_token_stride + h * p.q_head_stride : nullptr;
     }
+    amx_transpose_rows(qrows, D, qt + int64_t{g} * D * kAmxRows);
   }
 
   amx_configure();
@@ -101,26 +97,9 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
     const int subs = (keys + 15) / 16;
     const uint16_t* ka[4];
     int64_t ka_stride[4];
-    for (int s = 0; s < subs; ++s) {
-      const int first = k0 + 16 * s;
-      if (first >= item.key_begin && first + 16 <= item.key_end &&
-          first % p.block_size + 16 <= p.block_size) {
-        ka[s] = row_of(first);
-        ka_stride[s] = p.k_token_stride * 2;
-        continue;
-      }
-      uint16_t* dst = ks + int64_t{s} * 16 * D;
-      for (int i = 0; i < 16; ++i) {
-        uint16_t* row = dst + int64_t{i} * D;
-        if (first + i >= item.key_begin && first + i < item.key_end) {
-          std::memcpy(row, row_of(first + i), sizeof(uint16_t) * static_cast<size_t>(D));
-        } else {
-          std::memset(row, 0, sizeof(uint16_t) * static_cast<size_t>(D));
-        }
-      }
-      ka[s] = dst;
-      ka_stride[s] = int64_t{D} * 2;
-    }
+    // Scores and values read the same latent rows.
+    amx_step_tiles(row_of, k0, subs, item.key_begin, item.key_end, p.block_size,
+                   p.k_token_stride * 2, D, ks, ka, ka_stride);
     for (int g = 0; g < groups; ++g) {
       const int64_t r0 = int64_t{g} * kAmxRows;
       amx_scores(ka, ka_stride, subs, qt + r0 * D, D, st);

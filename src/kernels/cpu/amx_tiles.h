@@ -192,3 +192,48 @@ inline void amx_configure() {
   }
   __asm__ volatile("ldtilecfg %0" ::"m"(cfg));
 }
+
+// Q^T of 16 query rows as bf16 pairs ([D / 2 pairs][16 rows], the B tiles of the scores):
+// rows[i] is row i's D bf16 values, or null for a padding row (zeros). D % 32 == 0.
+inline void amx_transpose_rows(const uint16_t* const* rows, int D, uint16_t* qt) {
+  for (int64_t c = 0; c < D; c += 32) {
+    typename Ops::BV in[16];
+    for (int i = 0; i < 16; ++i) {
+      in[i] = rows[i] != nullptr ? Ops::load_bf16_pairs(rows[i] + c) : _mm512_setzero_si512();
+    }
+    Ops::transpose16_store(in, qt + c * 16, 16);
+  }
+}
+
+// The 16-key tiles of a step that starts at k0 (a multiple of 16): tile t holds keys
+// k0 + 16 t .. k0 + 16 t + 15, `width` bf16 values of each (row_of(key) points at them). A
+// tile is read where it lies (ptr[t] its first row, stride[t] the bytes between rows,
+// row_stride) when all its keys are in [begin, end) and are consecutive rows of one page
+// (`page` keys a page; 0: one contiguous run); else it is staged at staging + 16 width t,
+// with zero rows for keys outside [begin, end), which are never read (a sliding window's
+// earlier pages may have been freed).
+template <class RowOf>
+void amx_step_tiles(const RowOf& row_of, int k0, int tiles, int begin, int end, int page,
+                    int64_t row_stride, int width, uint16_t* staging, const uint16_t** ptr,
+                    int64_t* stride) {
+  for (int t = 0; t < tiles; ++t) {
+    const int first = k0 + 16 * t;
+    if (first >= begin && first + 16 <= end && (page == 0 || first % page + 16 <= page)) {
+      ptr[t] = row_of(first);
+      stride[t] = row_stride;
+      continue;
+    }
+    uint16_t* dst = staging + int64_t{t} * 16 * width;
+    for (int i = 0; i < 16; ++i) {
+      uint16_t* row = dst + int64_t{i} * width;
+      const auto bytes = sizeof(uint16_t) * static_cast<size_t>(width);
+      if (first + i >= begin && first + i < end) {
+        std::memcpy(row, row_of(first + i), bytes);
+      } else {
+        std::memset(row, 0, bytes);
+      }
+    }
+    ptr[t] = dst;
+    stride[t] = int64_t{width} * 2;
+  }
+}

@@ -282,7 +282,10 @@ void AttentionCase::clear_output() {
 }
 
 double AttentionCase::worst_violation(std::string* where) const {
-  const Tolerance tol = tolerance_for(spec_.q_dtype);
+  return worst_violation(where, tolerance_for(spec_.q_dtype));
+}
+
+double AttentionCase::worst_violation(std::string* where, Tolerance tol) const {
   const int H = spec_.num_heads, dv = spec_.head_size_v;
   double worst = -1.0;
   for (int t = 0; t < num_tokens_; ++t) {

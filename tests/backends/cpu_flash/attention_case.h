@@ -55,6 +55,8 @@ class AttentionCase {
   // Largest tolerance violation of the kernel output (<= 0 = within tolerance); fills
   // `where` with the first failing (token, head, dim).
   double worst_violation(std::string* where) const;
+  // The same against another tolerance (kernels that round more than the output).
+  double worst_violation(std::string* where, Tolerance tol) const;
   // Recomputes the oracle from the current cache contents (after a cache update).
   void recompute_expected() { compute_expected(); }
   // Output element (t, h, d) as float.

@@ -20,26 +20,37 @@ namespace {
 using testing::AttentionCase;
 using testing::CaseSpec;
 
-// Runs `spec` on `isa` with `threads` threads and the given plan options; expects the
-// output within tolerance of the oracle.
-void expect_matches(const CaseSpec& spec, CpuIsa isa, int threads, FlashPlanOptions options = {}) {
+// Runs `spec` on `isa` (with the AMX tile kernels on or off) with `threads` threads and the
+// given plan options; expects the output within tolerance of the oracle.
+void expect_matches(const CaseSpec& spec, CpuIsa isa, bool amx, int threads,
+                    FlashPlanOptions options = {},
+                    std::optional<testing::Tolerance> tolerance = std::nullopt) {
   AttentionCase c(spec);
   c.clear_output();
   const PagedAttentionParams p = c.params();
   options.num_threads = threads;
   const FlashPlan plan = make_flash_plan(p, options);
   FlashWorkspace ws;
+  set_cpu_amx_override(amx);
   flash_attention(p, plan, ws, isa);
+  set_cpu_amx_override(std::nullopt);
   std::string where;
-  const double excess = c.worst_violation(&where);
-  EXPECT_LE(excess, 0.0) << spec.describe() << " isa " << to_string(isa) << " threads " << threads
-                         << ": " << where;
+  const double excess =
+      tolerance ? c.worst_violation(&where, *tolerance) : c.worst_violation(&where);
+  EXPECT_LE(excess, 0.0) << spec.describe() << " isa " << to_string(isa) << (amx ? " + amx" : "")
+                         << " threads " << threads << ": " << where;
 }
 
-// Every (target, threads) combination.
+// Every (target, threads) combination; the avx512 target also with its AMX tile kernels
+// where the machine runs them.
 void expect_matches_everywhere(const CaseSpec& spec, FlashPlanOptions options = {}) {
   for (CpuIsa isa : runnable_cpu_isas()) {
-    for (int threads : {1, omp_get_max_threads()}) expect_matches(spec, isa, threads, options);
+    for (int threads : {1, omp_get_max_threads()}) {
+      expect_matches(spec, isa, false, threads, options);
+      if (isa == CpuIsa::kAvx512 && amx_bf16_available()) {
+        expect_matches(spec, isa, true, threads, options);
+      }
+    }
   }
 }
 
@@ -210,7 +221,143 @@ TEST(CpuFlashKernel, EveryDeclaredHeadSize) {
     s.kv_lens = {40, 21};
     s.seed = static_cast<uint64_t>(100 + d);
     const CpuIsa isa = isas[static_cast<size_t>(i) % isas.size()];
-    expect_matches(s, isa, 1 + i % 2);
+    expect_matches(s, isa, false, 1 + i % 2);
+    // bf16 on the AMX tile kernels too, where the machine runs them (head sizes that are
+    // not multiples of 32 take the avx512 kernels there: also checked).
+    if (s.q_dtype == ScalarType::kBFloat16 && amx_bf16_available()) {
+      s.kv_dtype = ScalarType::kBFloat16;
+      expect_matches(s, CpuIsa::kAvx512, true, 2);
+    }
+  }
+}
+
+// The AMX tile kernels (bf16 queries and cache, head sizes multiples of 32) across the
+// features they serve, unsplit and with every request split, against the fp64 oracle:
+// head-packed decode with 8 query heads per KV head, causal prefill mixed with decode of 4
+// (the decode items take the dot kernels: kAmxMinRows) over an HND cache, a sliding
+// window with sinks over 5-token pages (tiles staged across pages), chunked-local attention
+// with a soft-cap at d256 without GQA, a contiguous non-causal encoder, an MLA-shaped latent
+// cache (V the first 512 of each 576-wide row), and d80, which is not theirs (the avx512
+// kernels take it). Tolerance: bf16 output rounding (1e-3 + 6e-3 |want|) plus the rounding
+// of every probability to bf16 (2^-9 relative), which the tile products take as the
+// avx512_bf16 dot kernels do: at most 2^-9 max |v| = 2e-3 more, seen on rows of few keys
+// (both kernels give the same outputs there).
+TEST(CpuFlashKernel, AmxTilesAcrossTheirFeatures) {
+  if (!amx_bf16_available()) GTEST_SKIP() << "this machine cannot run AMX-BF16 tile kernels";
+  std::vector<CaseSpec> specs;
+  CaseSpec s;
+  s.q_dtype = s.kv_dtype = ScalarType::kBFloat16;
+  s.num_heads = 64;
+  s.num_kv_heads = 8;
+  s.head_size = s.head_size_v = 128;
+  s.q_lens = {1, 1, 1};
+  s.kv_lens = {4000, 300, 17};
+  specs.push_back(s);
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.hnd = true;
+  s.q_lens = {37, 1, 300};
+  s.kv_lens = {37, 600, 300};
+  specs.push_back(s);
+  s.hnd = false;
+  s.num_heads = 4;
+  s.num_kv_heads = 1;
+  s.head_size = s.head_size_v = 64;
+  s.block_size = 5;
+  s.sliding_window = 50;
+  s.sinks = true;
+  s.q_lens = {40, 1, 7};
+  s.kv_lens = {40, 600, 333};
+  specs.push_back(s);
+  s.sliding_window = 0;
+  s.sinks = false;
+  s.block_size = 64;
+  s.num_heads = s.num_kv_heads = 8;
+  s.head_size = s.head_size_v = 256;
+  s.chunk_size = 64;
+  s.soft_cap = 30.0f;
+  s.q_lens = {100, 1};
+  s.kv_lens = {300, 250};
+  specs.push_back(s);
+  s.chunk_size = 0;
+  s.soft_cap = 0.0f;
+  s.block_size = 16;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_size = s.head_size_v = 128;
+  s.contiguous = true;
+  s.causal = false;
+  s.q_lens = {30, 17};
+  s.kv_lens = {30, 17};
+  specs.push_back(s);
+  s.contiguous = false;
+  s.causal = true;
+  s.mla = true;
+  s.num_heads = 16;
+  s.num_kv_heads = 1;
+  s.head_size = 576;
+  s.head_size_v = 512;
+  s.q_lens = {1, 9};
+  s.kv_lens = {700, 130};
+  specs.push_back(s);
+  s.mla = false;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_size = s.head_size_v = 80;
+  s.q_lens = {1, 20};
+  s.kv_lens = {500, 20};
+  specs.push_back(s);
+  uint64_t seed = 500;
+  for (CaseSpec& spec : specs) {
+    spec.seed = ++seed;
+    const testing::Tolerance rounded_p{3e-3, 6e-3};
+    expect_matches(spec, CpuIsa::kAvx512, true, 2, {}, rounded_p);
+    expect_matches(spec, CpuIsa::kAvx512, true, 2, forced_splits(), rounded_p);
+  }
+}
+
+// NaN in one key of a bf16 cache on the AMX tile kernels: the rows that see it show NaN,
+// every other row (other requests, the other KV head) stays exact.
+TEST(CpuFlashKernel, AmxTilesKeepNanInItsAffectedRows) {
+  if (!amx_bf16_available()) GTEST_SKIP() << "this machine cannot run AMX-BF16 tile kernels";
+  CaseSpec s;
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_size = s.head_size_v = 64;
+  s.q_dtype = s.kv_dtype = ScalarType::kBFloat16;
+  s.q_lens = {1, 1};
+  s.kv_lens = {300, 2100};
+  for (bool split : {false, true}) {
+    SCOPED_TRACE(split ? "split" : "unsplit");
+    AttentionCase c(s);
+    const PagedAttentionParams p = c.params();
+    // Request 1, position 5, KV head 0: query heads 0 and 1 see it.
+    const int64_t block = c.block_table()[static_cast<size_t>(c.max_blocks()) + 5 / 16];
+    reinterpret_cast<uint16_t*>(
+        c.k_bytes().data())[block * p.k_block_stride + (5 % 16) * p.k_token_stride + 3] = 0x7fc0;
+    c.clear_output();
+    FlashPlanOptions options = split ? forced_splits() : FlashPlanOptions{};
+    options.num_threads = 2;
+    const FlashPlan plan = make_flash_plan(p, options);
+    FlashWorkspace ws;
+    set_cpu_amx_override(true);
+    flash_attention(p, plan, ws, CpuIsa::kAvx512);
+    set_cpu_amx_override(std::nullopt);
+    const testing::Tolerance tol = testing::tolerance_for(ScalarType::kBFloat16);
+    for (int t = 0; t < 2; ++t) {
+      for (int h = 0; h < 4; ++h) {
+        for (int d = 0; d < 64; ++d) {
+          const float got = c.output(t, h, d);
+          if (t == 1 && h < 2) {
+            ASSERT_TRUE(std::isnan(got)) << "token " << t << " head " << h << " dim " << d;
+          } else {
+            const double want = c.expected()[static_cast<size_t>((t * 4 + h) * 64 + d)];
+            ASSERT_NEAR(got, want, tol.atol + tol.rtol * std::abs(want))
+                << "token " << t << " head " << h << " dim " << d;
+          }
+        }
+      }
+    }
   }
 }
 
