@@ -154,6 +154,7 @@ class AmxItemKernel {
       const int head = (it.kv_head + h) * group_ + r % group_;
       void* dst = static_cast<char*>(p_.out) +
                   ((tok0_ + t) * p_.o_token_stride + int64_t{head} * p_.o_head_stride) * osize;
+      // NOLINTNEXTLINE(bugprone-narrowing-conversions): float to float (the check misreads -inf)
       const float sink = p_.sinks != nullptr ? p_.sinks[head] : kNegInf;
       const float m_all = std::max(m[r], sink);
       float factor = 0.0f;

@@ -349,7 +349,7 @@ class ItemKernel {
       const float* q1 = q_ + int64_t{r0 + (rp + 1 < nr ? rp + 1 : 0)} * d_;
       V half[2];
       for (int g = 0; g < 2; ++g) {
-        const float* const* k = krow + 4 * g;
+        const float* const* k = krow + int64_t{4} * g;
         V acc[8];
         for (V& a : acc) a = Ops::zero();
         for (int64_t c = 0; c < d_; c += L) {

@@ -83,8 +83,8 @@ inline void amx_values(float* o, int DV, const uint16_t* pa, const uint16_t* con
     ATTNKIT_TILE_LOAD(0, o + c, o_stride);
     ATTNKIT_TILE_LOAD(1, o + c + 16, o_stride);
     for (int t = 0; t < tiles; ++t) {
-      ATTNKIT_TILE_LOAD(2, pa + 1024 * t, 64);
-      ATTNKIT_TILE_LOAD(3, pa + 1024 * t + 512, 64);
+      ATTNKIT_TILE_LOAD(2, pa + int64_t{1024} * t, 64);
+      ATTNKIT_TILE_LOAD(3, pa + int64_t{1024} * t + 512, 64);
       ATTNKIT_TILE_LOAD(4, kv[t] + c, kv_stride[t]);
       _tile_dpbf16ps(0, 2, 4);
       _tile_dpbf16ps(1, 3, 4);
@@ -130,12 +130,12 @@ inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const in
   for (int j = 0; j < keys; ++j) {
     const __m512i key = _mm512_set1_epi32(k0 + j);
     const __mmask16 seen = _mm512_cmpge_epi32_mask(key, first) & _mm512_cmplt_epi32_mask(key, end);
-    V x = Ops::mul(Ops::load(st + 16 * j), vscale);
+    V x = Ops::mul(Ops::load(st + int64_t{16} * j), vscale);
     if (soft_cap > 0.0f) {
       x = Ops::mul(Ops::set1(soft_cap), Ops::tanh(Ops::mul(x, Ops::set1(1.0f / soft_cap))));
     }
     const V s = _mm512_mask_mov_ps(neg_inf, seen, x);
-    Ops::store(st + 16 * j, s);
+    Ops::store(st + int64_t{16} * j, s);
     mx = Ops::max(mx, s);
   }
   const V m_old = Ops::load(m);
@@ -169,15 +169,15 @@ inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const in
     BV even[16], odd[16];
     for (int i = 0; i < 16; ++i) {
       const int j = 16 * t + i;
-      const V pj = j < keys ? Ops::exp(Ops::sub(Ops::load(st + 16 * j), base)) : Ops::zero();
+      const V pj = j < keys ? Ops::exp(Ops::sub(Ops::load(st + int64_t{16} * j), base)) : Ops::zero();
       // p rounded to bf16 in the low half of each 32-bit lane; the sum takes the same values.
       const __m512i low = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pj)));
       even[i] = low;
       odd[i] = _mm512_slli_epi32(low, 16);
       lsum = Ops::add(lsum, _mm512_castsi512_ps(odd[i]));
     }
-    Ops::transpose16_store(even, pa + 1024 * t, 16);
-    Ops::transpose16_store(odd, pa + 1024 * t + 512, 16);
+    Ops::transpose16_store(even, pa + int64_t{1024} * t, 16);
+    Ops::transpose16_store(odd, pa + int64_t{1024} * t + 512, 16);
   }
   Ops::store(l, lsum);
 }
