@@ -169,7 +169,8 @@ inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const in
     BV even[16], odd[16];
     for (int i = 0; i < 16; ++i) {
       const int j = 16 * t + i;
-      const V pj = j < keys ? Ops::exp(Ops::sub(Ops::load(st + int64_t{16} * j), base)) : Ops::zero();
+      const V pj =
+          j < keys ? Ops::exp(Ops::sub(Ops::load(st + int64_t{16} * j), base)) : Ops::zero();
       // p rounded to bf16 in the low half of each 32-bit lane; the sum takes the same values.
       const __m512i low = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pj)));
       even[i] = low;
