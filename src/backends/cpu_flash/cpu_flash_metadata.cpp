@@ -5,6 +5,7 @@
 #include <span>
 
 #include "attnkit/backend/forward_check.h"
+#include "backends/cpu_flash/flash_attention.h"
 
 namespace attnkit::cpu {
 
@@ -21,6 +22,12 @@ const AttentionMetadata& CpuFlashBuilder::build(const CommonAttentionMetadata& c
   mask.chunk_size = layer_.chunk_size;
   FlashPlanOptions options;
   options.num_threads = omp_get_max_threads();
+  if (active_cpu_isa() == CpuIsa::kAvx512 &&
+      amx_tiles_take(scalar_type_of(layer_.dtype),
+                     scalar_type_of(layer_.kv_cache_dtype, layer_.dtype), layer_.head_size,
+                     layer_.head_size_v)) {
+    options.rows_per_tile = kAmxRowsPerTile;
+  }
   metadata_.common_ = &c;
   metadata_.plan_ = make_flash_plan(
       std::span<const int32_t>(c.query_start_loc), std::span<const int32_t>(c.seq_lens),

@@ -26,6 +26,11 @@ FlashPlan make_flash_plan(const PagedAttentionParams& p, const FlashPlanOptions&
                          p.num_kv_heads, p.head_size, p.head_size_v, mask_rule(p), options);
 }
 
+bool amx_tiles_take(ScalarType q_dtype, ScalarType kv_dtype, int head_size, int head_size_v) {
+  return q_dtype == ScalarType::kBFloat16 && kv_dtype == ScalarType::kBFloat16 &&
+         head_size % 32 == 0 && head_size_v % 32 == 0 && amx_bf16_enabled();
+}
+
 void flash_attention(const PagedAttentionParams& p, const FlashPlan& plan, FlashWorkspace& ws) {
   flash_attention(p, plan, ws, active_cpu_isa());
 }
@@ -40,8 +45,7 @@ void flash_attention(const PagedAttentionParams& p, const FlashPlan& plan, Flash
   switch (isa) {
 #if defined(__x86_64__) || defined(__i386__)
     case CpuIsa::kAvx512:
-      if (amx && p.q_dtype == ScalarType::kBFloat16 && p.kv_dtype == ScalarType::kBFloat16 &&
-          p.head_size % 32 == 0 && p.head_size_v % 32 == 0) {
+      if (amx && amx_tiles_take(p.q_dtype, p.kv_dtype, p.head_size, p.head_size_v)) {
         return flash_attention_amx(p, plan, ws, avx512_bf16_dot_enabled());
       }
       return flash_attention_avx512(p, plan, ws, avx512_bf16_dot_enabled());
