@@ -10,8 +10,9 @@
 // as tiles. The end of the item is flash_kernel_impl.h's: the output row normalised with the
 // sink, or the unnormalised row, m and l for the split-KV merge.
 //
-// Requires `Ops` (simd_avx512.h), kernels/cpu/row_io.h's helpers, kernels/cpu/amx_tiles.h
-// and flash_driver_impl.h (run_plan_with, merge_splits) in the including namespace, and
+// Requires `Ops` (simd_avx512.h), kernels/cpu/row_io.h's helpers, kernels/cpu/amx_tiles.h,
+// flash_kernel_impl.h (finish_item_head, ItemKernel) and flash_driver_impl.h (run_plan_with,
+// merge_splits) in the including namespace, and
 // flash_amx_layout.h and flash_plan.h before it (outside).
 
 class AmxItemKernel {
@@ -66,7 +67,7 @@ class AmxItemKernel {
     _tile_release();
     for (int h = 0; h < heads_; ++h) {
       amx_restore_columns(o_of(h), rows_, dv_);
-      finish(it, h);
+      finish_item_head(p_, it, h, tok0_, rows_, o_of(h), m_of(h), l_of(h), partials_);
     }
   }
 
@@ -131,40 +132,6 @@ class AmxItemKernel {
       amx_softmax(st, keys, k0, vb + r0, ve + r0, p_.scale * p_.k_scale, p_.soft_cap, m_of(h) + r0,
                   l_of(h) + r0, o, dv_, pa);
       amx_values(o, dv_, pa, vp, v_stride, tiles);
-    }
-  }
-
-  // Writes the output rows of the item's h-th KV head, or its partial result (as
-  // flash_kernel_impl.h's ItemKernel::finish).
-  void finish(const attnkit::cpu::FlashWorkItem& it, int h) {
-    const float* o = o_of(h);
-    const float* m = m_of(h);
-    const float* l = l_of(h);
-    if (it.partial_offset >= 0) {  // split-KV: keep o, m, l for the merge
-      float* part = partials_ + it.partial_offset + h * it.partial_head_stride;
-      std::memcpy(part, o, sizeof(float) * static_cast<size_t>(rows_) * dv_);
-      std::memcpy(part + int64_t{rows_} * dv_, m, sizeof(float) * static_cast<size_t>(rows_));
-      std::memcpy(part + int64_t{rows_} * dv_ + rows_, l,
-                  sizeof(float) * static_cast<size_t>(rows_));
-      return;
-    }
-    const int64_t osize = element_size(p_.q_dtype);
-    for (int r = 0; r < rows_; ++r) {
-      const int t = r / group_;
-      const int head = (it.kv_head + h) * group_ + r % group_;
-      void* dst = static_cast<char*>(p_.out) +
-                  ((tok0_ + t) * p_.o_token_stride + int64_t{head} * p_.o_head_stride) * osize;
-      // NOLINTNEXTLINE(bugprone-narrowing-conversions): float to float (the check misreads -inf)
-      const float sink = p_.sinks != nullptr ? p_.sinks[head] : kNegInf;
-      const float m_all = std::max(m[r], sink);
-      float factor = 0.0f;
-      // A row whose every score was NaN keeps m = -inf but a NaN sum: it must show NaN.
-      if (m_all != kNegInf || std::isnan(l[r])) {
-        const float w = m[r] == kNegInf ? 0.0f : std::exp(m[r] - m_all);
-        const float denom = l[r] * w + (p_.sinks != nullptr ? std::exp(sink - m_all) : 0.0f);
-        factor = denom > 0.0f || std::isnan(denom) ? w * p_.v_scale / denom : 0.0f;
-      }
-      store_row(p_.q_dtype, o + int64_t{r} * dv_, factor, dst, dv_);
     }
   }
 

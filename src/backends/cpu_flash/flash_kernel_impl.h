@@ -45,6 +45,45 @@
 // machine of bench/results/cpu_flash.md (1 and 2 left the strided NHD case waiting).
 constexpr int kPrefetchTiles = 4;
 
+// The end of a work item for its head-th KV head (rows rows; o [rows][head_size_v]
+// unnormalised, m the exponent base and l the sum of each row): split-KV items keep o, m and
+// l in the partial buffer for the merge; the others write each output row normalised, with
+// the sink in the denominator. Shared by ItemKernel and flash_amx_impl.h's AmxItemKernel.
+inline void finish_item_head(const attnkit::PagedAttentionParams& p,
+                             const attnkit::cpu::FlashWorkItem& it, int head, int64_t tok0,
+                             int rows, const float* o, const float* m, const float* l,
+                             float* partials) {
+  const int dv = p.head_size_v;
+  if (it.partial_offset >= 0) {  // split-KV: keep o, m, l for the merge
+    float* part = partials + it.partial_offset + head * it.partial_head_stride;
+    std::memcpy(part, o, sizeof(float) * static_cast<size_t>(rows) * dv);
+    std::memcpy(part + int64_t{rows} * dv, m, sizeof(float) * static_cast<size_t>(rows));
+    std::memcpy(part + int64_t{rows} * dv + rows, l, sizeof(float) * static_cast<size_t>(rows));
+    return;
+  }
+  const int group = p.num_heads / p.num_kv_heads;
+  const int64_t osize = element_size(p.q_dtype);
+  for (int r = 0; r < rows; ++r) {
+    const int t = r / group;
+    const int h = (it.kv_head + head) * group + r % group;
+    void* dst = static_cast<char*>(p.out) +
+                ((tok0 + t) * p.o_token_stride + int64_t{h} * p.o_head_stride) * osize;
+    // NOLINTNEXTLINE(bugprone-narrowing-conversions): float to float (the check misreads -inf)
+    const float sink = p.sinks != nullptr ? p.sinks[h] : kNegInf;
+    const float m_all = std::max(m[r], sink);
+    float factor = 0.0f;
+    // A row whose every score was NaN keeps m = -inf (max skips NaN) but a NaN sum.
+    if (m_all != kNegInf || std::isnan(l[r])) {
+      const float w = m[r] == kNegInf ? 0.0f : std::exp(m[r] - m_all);
+      const float denom = l[r] * w + (p.sinks != nullptr ? std::exp(sink - m_all) : 0.0f);
+      // NaN in the sums (NaN or inf in this request's inputs) must show in its output,
+      // never turn into a finite row.
+      factor = denom > 0.0f || std::isnan(denom) ? w * p.v_scale / denom : 0.0f;
+    }
+    store_row(p.q_dtype, o + int64_t{r} * dv, factor, dst, dv);
+  }
+}
+
 template <class Kv, bool kDot>
 class ItemKernel {
   static constexpr int L = Ops::kLanes;
@@ -754,32 +793,7 @@ class ItemKernel {
 
   // Writes the output rows of the item's head `head` (selected), or its partial result.
   void finish(const attnkit::cpu::FlashWorkItem& it, int head, int64_t tok0, int rows) {
-    if (it.partial_offset >= 0) {  // split-KV: keep o, m, l for the merge
-      float* part = partials_ + it.partial_offset + head * it.partial_head_stride;
-      std::memcpy(part, o_, sizeof(float) * static_cast<size_t>(rows) * dv_);
-      std::memcpy(part + int64_t{rows} * dv_, m_, sizeof(float) * static_cast<size_t>(rows));
-      std::memcpy(part + int64_t{rows} * dv_ + rows, l_, sizeof(float) * static_cast<size_t>(rows));
-      return;
-    }
-    const int64_t osize = element_size(p_.q_dtype);
-    for (int r = 0; r < rows; ++r) {
-      const int t = r / group_;
-      const int h = (it.kv_head + head) * group_ + r % group_;
-      void* dst = static_cast<char*>(p_.out) +
-                  ((tok0 + t) * p_.o_token_stride + int64_t{h} * p_.o_head_stride) * osize;
-      const float sink = p_.sinks != nullptr ? p_.sinks[h] : kNegInf;
-      const float m_all = std::max(m_[r], sink);
-      float factor = 0.0f;
-      // A row whose every score was NaN keeps m = -inf (max skips NaN) but a NaN sum.
-      if (m_all != kNegInf || std::isnan(l_[r])) {
-        const float w = m_[r] == kNegInf ? 0.0f : std::exp(m_[r] - m_all);
-        const float denom = l_[r] * w + (p_.sinks != nullptr ? std::exp(sink - m_all) : 0.0f);
-        // NaN in the sums (NaN or inf in this request's inputs) must show in its output,
-        // never turn into a finite row.
-        factor = denom > 0.0f || std::isnan(denom) ? w * p_.v_scale / denom : 0.0f;
-      }
-      store_row(p_.q_dtype, o_ + int64_t{r} * dv_, factor, dst, dv_);
-    }
+    finish_item_head(p_, it, head, tok0, rows, o_, m_, l_, partials_);
   }
 
   const attnkit::PagedAttentionParams& p_;
