@@ -146,9 +146,10 @@ class AmxItemKernel {
 };
 
 // Rows per KV head from which an item takes the tile kernels. Below it (decode with GQA
-// groups under 8) a 16-row tile is mostly padding and the avx512_bf16 dot kernels were
-// faster: 32/8 d128 decode 14.3 against 11.7 GB/s with tiles, 64/8 d64 (8 rows) 10.5 against
-// 12.6 (bench/results/cpu_flash.md).
+// groups under 8) a 16-row tile is mostly padding and the avx512_bf16 dot kernels are
+// faster: 32/8 d128 decode (4 rows) ran at 14.3 GB/s with them against 11.7 with tiles; at 8
+// rows the tiles win, 64/8 d64 decode 12.1-12.4 against 10.1-10.3 GB/s
+// (bench/results/cpu_flash.md).
 inline constexpr int kAmxMinRows = 8;
 
 // The tile kernel for items of kAmxMinRows or more rows per KV head, flash_kernel_impl.h's

@@ -40,7 +40,7 @@ inline FlashAmxLayout flash_amx_layout(int64_t padded_rows, int64_t head_rows, i
   take(s.pa, int64_t{4} * 2 * 16 * 32 / 2);
   take(s.ks, int64_t{64} * head_size / 2);
   take(s.vs, int64_t{64} * head_size_v / 2);
-  s.total = at + 16;  // room to align the region's start to 64 bytes
+  s.total = at;  // the thread's scratch starts 64-byte aligned (FlashWorkspace)
   return s;
 }
 

@@ -146,7 +146,9 @@ inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const in
   const V m_new = _mm512_mask_mov_ps(m_old, move, mx);
   // Rows that move from a finite base: their accumulators and sums scale by exp(old - new).
   const __mmask16 rescale = move & _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_NEQ_OQ);
-  V lsum = _mm512_maskz_mul_ps(static_cast<__mmask16>(~move), Ops::load(l), Ops::set1(1.0f));
+  // The running sums: kept where the base stays, 0 where a row's first visible key sets it,
+  // times exp(old - new) where it moves from a finite base (below).
+  V lsum = _mm512_maskz_mov_ps(static_cast<__mmask16>(~move), Ops::load(l));
   if (rescale != 0) {
     const V alpha = Ops::exp(Ops::sub(m_old, m_new));
     alignas(64) float a[16];
