@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/amx_geometry.h"
+
 namespace attnkit::cpu {
 
 struct FlashAmxLayout {
@@ -36,10 +38,10 @@ inline FlashAmxLayout flash_amx_layout(int64_t padded_rows, int64_t head_rows, i
   take(s.m, padded_rows);
   take(s.l, padded_rows);
   take(s.vis, 2 * head_rows);
-  take(s.st, int64_t{64} * 16);
-  take(s.pa, int64_t{4} * 2 * 16 * 32 / 2);
-  take(s.ks, int64_t{64} * head_size / 2);
-  take(s.vs, int64_t{64} * head_size_v / 2);
+  take(s.st, int64_t{kAmxStepKeys} * kAmxRows);
+  take(s.pa, int64_t{kAmxStepKeys} / 16 * 2 * kAmxRows * 32 / 2);
+  take(s.ks, int64_t{kAmxStepKeys} * head_size / 2);
+  take(s.vs, int64_t{kAmxStepKeys} * head_size_v / 2);
   s.total = at;  // the thread's scratch starts 64-byte aligned (FlashWorkspace)
   return s;
 }

@@ -4,7 +4,7 @@
 //
 // The item is the same as mla_kernel_impl.h's (tokens x heads query rows over one key range
 // of one latent stream); its rows are cut into groups of 16 (one tile's rows) and its keys
-// visited in steps of kAmxKeys = 64, four 16-key tiles. Per step:
+// visited in steps of kAmxStepKeys = 64, four 16-key tiles. Per step:
 //   1. the latent rows are read where they lie: a 16-key tile is 16 rows of one page, loaded
 //      by the tile loads straight from it (else, where its keys cross a page or the item's
 //      end, from a staging copy, zero rows past the end); K and V are the same rows;
@@ -34,8 +34,8 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
                          const attnkit::cpu_mla::MlaPlan& plan,
                          const attnkit::cpu_mla::MlaWorkItem& item,
                          attnkit::cpu_mla::MlaWorkspace& ws, float* scratch) {
-  using attnkit::cpu_mla::kAmxKeys;
-  using attnkit::cpu_mla::kAmxRows;
+  using attnkit::cpu::kAmxRows;
+  using attnkit::cpu::kAmxStepKeys;
   const int H = p.num_heads, D = p.head_size, DV = p.head_size_v;
   const int tokens = item.token_end - item.token_begin;
   const int rows = tokens * H;
@@ -92,8 +92,8 @@ inline void mla_amx_item(const attnkit::PagedAttentionParams& p,
   // Steps start on a multiple of 16 keys so that a tile's rows can be one page's. Keys
   // outside [key_begin, key_end) are never read (a sliding window's earlier pages may be
   // freed): a tile holding any of them is staged with zero rows there, and masked.
-  for (int k0 = item.key_begin - item.key_begin % 16; k0 < item.key_end; k0 += kAmxKeys) {
-    const int keys = std::min(kAmxKeys, item.key_end - k0);
+  for (int k0 = item.key_begin - item.key_begin % 16; k0 < item.key_end; k0 += kAmxStepKeys) {
+    const int keys = std::min(kAmxStepKeys, item.key_end - k0);
     const int subs = (keys + 15) / 16;
     const uint16_t* ka[4];
     int64_t ka_stride[4];

@@ -6,17 +6,17 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/amx_geometry.h"
+
 namespace attnkit::cpu_mla {
 
-// Query rows per row group (the rows of one tile), keys per step of the kernel (four
-// 16-key tiles).
-inline constexpr int kAmxRows = 16;
-inline constexpr int kAmxKeys = 64;
+using cpu::kAmxRows;
+using cpu::kAmxStepKeys;
 
 struct MlaAmxLayout {
   int64_t qt = 0;     // [groups][D / 2 pairs][16 rows] bf16 pairs: Q^T, the score tiles' B
   int64_t o = 0;      // [groups * 16][DV] fp32 output accumulators
-  int64_t st = 0;     // [kAmxKeys][16] fp32 scores of one row group (lane = row)
+  int64_t st = 0;     // [kAmxStepKeys][16] fp32 scores of one row group (lane = row)
   int64_t pa = 0;     // [4 key tiles][2][16 rows][32] bf16 probabilities: the P.V tiles' A
   int64_t ks = 0;     // [4][16 keys][D] bf16 staged key rows (tiles that cross a page)
   int64_t m = 0;      // [groups * 16] exponent base of each row's probabilities
@@ -36,9 +36,9 @@ inline MlaAmxLayout mla_amx_layout(int64_t groups, int64_t head_size, int64_t he
   };
   take(s.qt, groups * head_size * kAmxRows / 2);
   take(s.o, rows * head_size_v);
-  take(s.st, int64_t{kAmxKeys} * kAmxRows);
-  take(s.pa, int64_t{kAmxKeys} / 16 * 2 * kAmxRows * 32 / 2);
-  take(s.ks, int64_t{kAmxKeys} * head_size / 2);
+  take(s.st, int64_t{kAmxStepKeys} * kAmxRows);
+  take(s.pa, int64_t{kAmxStepKeys} / 16 * 2 * kAmxRows * 32 / 2);
+  take(s.ks, int64_t{kAmxStepKeys} * head_size / 2);
   take(s.m, rows);
   take(s.l, rows);
   take(s.vis, 2 * rows);

@@ -17,7 +17,7 @@
 // accumulators are rescaled a few times per item instead of at every step; the output is
 // O / l whatever the base, and a split chunk passes its base on as its m for the merge.
 
-inline constexpr int kAmxStepKeys = 64;
+// Requires kernels/cpu/amx_geometry.h (kAmxRows, kAmxStepKeys) included before it.
 
 // The tile configuration: palette 1, tiles 0-7 all 16 rows of 64 bytes (a 16 x 16 fp32
 // accumulator, 16 rows of 32 bf16, or 16 pairs x 16 columns).

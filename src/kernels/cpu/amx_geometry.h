@@ -1,0 +1,11 @@
+#pragma once
+// The geometry the AMX tile kernels share (kernels/cpu/amx_tiles.h) and their scratch layouts
+// (CPU_FLASH's flash_amx_layout.h, CPU_MLA's mla_amx_layout.h) are sized by: plain C++,
+// included outside the ISA namespaces.
+
+namespace attnkit::cpu {
+
+inline constexpr int kAmxRows = 16;      // query rows per row group (a tile's rows)
+inline constexpr int kAmxStepKeys = 64;  // keys per step of the kernels: four 16-key tiles
+
+}  // namespace attnkit::cpu
