@@ -36,14 +36,12 @@
 
 // Requires `Ops` (the SIMD interface) declared in the including namespace.
 
-// Key tiles ahead whose rows the bf16-dot path prefetches (into L2) while it works on the
-// current tile. Paged rows of one head are scattered (blocks in any order, rows of other
-// heads in between), which the hardware prefetchers do not follow; spreading one
-// prefetch per cache line over the tile's loads (instead of one burst per tile) keeps the
-// core's miss queue busy without overflowing it. Four tiles of 16 keys ahead (32 KiB of
-// K and V per head for d128 at bf16) measured best among 1, 2, 4, 6 and 8 on the Zen 4
-// machine of bench/results/cpu_flash.md (1 and 2 left the strided NHD case waiting).
-constexpr int kPrefetchTiles = 4;
+// Key tiles ahead whose rows the decode loops prefetch (into L2) while they work on the
+// current tile: attnkit::cpu::decode_prefetch_tiles() (prefetch.h), per CPU vendor. Paged
+// rows of one head are scattered (blocks in any order, rows of other heads in between),
+// which the hardware prefetchers do not follow; spreading one prefetch per cache line over
+// the tile's loads (instead of one burst per tile) keeps the core's miss queue busy without
+// overflowing it.
 
 // The end of a work item for its head-th KV head (rows rows; o [rows][head_size_v]
 // unnormalised, m the exponent base and l the sum of each row): split-KV items keep o, m and
@@ -109,6 +107,7 @@ class ItemKernel {
     d_ = p.head_size;
     dv_ = p.head_size_v;
     score_scale_ = p.scale * p.k_scale;
+    prefetch_tiles_ = attnkit::cpu::decode_prefetch_tiles();
     mask_ = attnkit::mask_rule(p);
     intervals_ = reinterpret_cast<attnkit::KeySpan*>(scratch + s.iv);
   }
@@ -140,7 +139,7 @@ class ItemKernel {
     const int k_end = std::min(it.k_end, intervals_[tokens - 1].end);
     for (int kt = k_begin; kt < k_end; kt += L) {
       const int n = std::min(L, k_end - kt);
-      const int pf_kt = kt + kPrefetchTiles * L;
+      const int pf_kt = kt + prefetch_tiles_ * L;
       // A head-packed item visits the tile of every head in turn, so together they read
       // each block of the cache whole.
       for (int h = 0; h < heads; ++h) {
@@ -451,7 +450,7 @@ class ItemKernel {
 
   // The key tile transposed for qk_transposed, at kf_: [head_size / 2 pairs][16 keys] of
   // 32-bit bf16 pairs, so vector c holds pair c of every key. kPrefetch: also prefetch, line
-  // by line, the keys of the tile kPrefetchTiles ahead.
+  // by line, the keys of the tile prefetch_tiles_ ahead.
   template <bool kPrefetch>
   void transpose_keys() {
     using BV = typename Ops::BV;
@@ -545,7 +544,7 @@ class ItemKernel {
   // so each loaded key vector serves 4 rows and each query vector 4 keys; each group is
   // folded by reduce_lanes (lane 4 rr + kk = row rr, key kk) and a 4x4 transpose of 128-bit
   // blocks puts every row's 16 keys in one vector. kPrefetch: also prefetch, line by line,
-  // the keys of the tile kPrefetchTiles ahead.
+  // the keys of the tile prefetch_tiles_ ahead.
   template <bool kPrefetch>
   void qk_block(int r0, int nr, V* s) {
     using BV = typename Ops::BV;
@@ -670,7 +669,7 @@ class ItemKernel {
   // The value tile interleaved by key pairs for dot_bf16, at vt_: pair q (keys 2q, 2q+1)
   // and vector v (columns 16v .. 16v+15) hold (v_2q[c], v_2q+1[c]) for c = 16v + lane, 32
   // bf16 per vector; an odd last key is paired with zeros. Also prefetches (into L2) the
-  // value rows of the tile kPrefetchTiles ahead, one row per pair.
+  // value rows of the tile prefetch_tiles_ ahead, one row per pair.
   void interleave_values(int n) {
     using BV = typename Ops::BV;
     auto* vt = reinterpret_cast<uint16_t*>(vf_);
@@ -808,10 +807,11 @@ class ItemKernel {
   attnkit::KeySpan* intervals_;  // [tokens] visible keys of each query token of the item
   const Storage* kp_[L];
   const Storage* vp_[L];
-  // Rows of the tile kPrefetchTiles ahead (bf16-dot path), npf_ of them.
+  // Rows of the tile prefetch_tiles_ ahead (bf16-dot path), npf_ of them.
   const Storage* kpf_[L];
   const Storage* vpf_[L];
   int npf_ = 0;
+  int prefetch_tiles_ = 4;  // decode_prefetch_tiles()
   const float* vrow_[L];
 };
 

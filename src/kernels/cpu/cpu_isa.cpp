@@ -1,5 +1,8 @@
 #include "attnkit/kernels/cpu_isa.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #if defined(__linux__)
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -7,10 +10,12 @@
 
 #include <atomic>
 #include <cctype>
+#include <cstring>
 #include <string>
 
 #include "attnkit/core/error.h"
 #include "attnkit/core/options.h"
+#include "kernels/cpu/prefetch.h"
 
 namespace attnkit::cpu {
 namespace {
@@ -154,6 +159,23 @@ void set_cpu_amx_override(std::optional<bool> on) {
                 "AMX-TILE/AMX-BF16 or the OS did not grant the tile state)");
   }
   g_amx_override.store(on ? static_cast<int>(*on) : kNoOverride, std::memory_order_relaxed);
+}
+
+int decode_prefetch_tiles() {
+  static const int tiles = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    char vendor[13] = {};
+    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) != 0) {
+      std::memcpy(vendor, &ebx, 4);
+      std::memcpy(vendor + 4, &edx, 4);
+      std::memcpy(vendor + 8, &ecx, 4);
+      if (std::strcmp(vendor, "GenuineIntel") == 0) return 1;
+    }
+#endif
+    return 4;
+  }();
+  return tiles;
 }
 
 }  // namespace attnkit::cpu
