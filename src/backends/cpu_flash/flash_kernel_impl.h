@@ -36,13 +36,6 @@
 
 // Requires `Ops` (the SIMD interface) declared in the including namespace.
 
-// Key tiles ahead whose rows the decode loops prefetch (into L2) while they work on the
-// current tile: attnkit::cpu::decode_prefetch_tiles() (prefetch.h), per CPU vendor. Paged
-// rows of one head are scattered (blocks in any order, rows of other heads in between),
-// which the hardware prefetchers do not follow; spreading one prefetch per cache line over
-// the tile's loads (instead of one burst per tile) keeps the core's miss queue busy without
-// overflowing it.
-
 // The end of a work item for its head-th KV head (rows rows; o [rows][head_size_v]
 // unnormalised, m the exponent base and l the sum of each row): split-KV items keep o, m and
 // l in the partial buffer for the merge; the others write each output row normalised, with
@@ -811,7 +804,13 @@ class ItemKernel {
   const Storage* kpf_[L];
   const Storage* vpf_[L];
   int npf_ = 0;
-  int prefetch_tiles_ = 4;  // decode_prefetch_tiles()
+  // Key tiles ahead whose rows the decode loops prefetch (into L2) while they work on the
+  // current tile: decode_prefetch_tiles() (kernels/cpu/prefetch.h), per CPU vendor. Paged
+  // rows of one head are scattered (blocks in any order, rows of other heads in between),
+  // which the hardware prefetchers do not follow; spreading one prefetch per cache line
+  // over the tile's loads (instead of one burst per tile) keeps the core's miss queue busy
+  // without overflowing it.
+  int prefetch_tiles_ = 4;
   const float* vrow_[L];
 };
 
