@@ -80,6 +80,7 @@ class ItemKernel {
   static constexpr int L = Ops::kLanes;
   using V = typename Ops::V;
   using Storage = typename Kv::Storage;
+  static constexpr int64_t kStorageBytes = sizeof(Storage);
 
  public:
   ItemKernel(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& plan,
@@ -138,14 +139,15 @@ class ItemKernel {
       for (int h = 0; h < heads; ++h) {
         const int kv_head = it.kv_head + h;
         select_head(h, rows);
-        if constexpr (kDot) {
+        if (kDot || direct_decode(rows)) {
           // The rows of a later tile, prefetched line by line inside the loops below.
           npf_ = pf_kt < k_end ? std::min(L, k_end - pf_kt) : 0;
           if (npf_ > 0) locate_keys(seq, kv_head, pf_kt, npf_, kpf_, vpf_);
-        } else if (pf_kt < k_end) {
+        } else {
+          npf_ = 0;
           // Paged rows of one head are strided across pages, which the hardware
           // prefetchers do not follow, so without this each tile waits on memory.
-          prefetch_keys(seq, kv_head, pf_kt, std::min(L, k_end - pf_kt));
+          if (pf_kt < k_end) prefetch_keys(seq, kv_head, pf_kt, std::min(L, k_end - pf_kt));
         }
         locate_keys(seq, kv_head, kt, n, kp_, vp_);
         scores_and_softmax(rows, kt, n, k_begin, k_end);
@@ -188,6 +190,15 @@ class ItemKernel {
         load_row_f32(p_.q_dtype, src, q_ + int64_t{r} * d_, d_);
       }
     }
+  }
+
+  // The 8-lane fp32-FMA decode path, which widens K from the cache in registers (qk_direct)
+  // and V in registers (update_rows<false>, up to 4 rows) or into the value tile. Like the
+  // bf16-dot path it prefetches the later tile's rows line by line inside those loops; one
+  // burst of them at the start of each head step ran slower on an Intel Xeon
+  // (bench/results/cpu_flash.md).
+  static constexpr bool direct_decode(int rows) {
+    return !kDot && L == 8 && !std::is_same_v<Kv, attnkit::cpu::KvF32> && rows <= 8;
   }
 
   // Issues prefetches for every cache line of the K and V rows of keys kt .. kt+n-1.
@@ -346,6 +357,12 @@ class ItemKernel {
       V acc[8];
       for (V& a : acc) a = Ops::zero();
       for (int c = 0; c < d_; c += L) {
+        // The first row block also prefetches (into L2) the same line of keys j0 and j0+1
+        // of the tile prefetch_tiles_ ahead, when c starts a new line of the row.
+        if (r0 == 0 && (int64_t{c} * kStorageBytes) % 64 == 0) {
+          if (j0 < npf_) attnkit::cpu::prefetch_l2(kpf_[j0] + c);
+          if (j0 + 1 < npf_) attnkit::cpu::prefetch_l2(kpf_[j0 + 1] + c);
+        }
         const V a = Ops::load_f32(Kv{}, ka + c);
         const V b = Ops::load_f32(Kv{}, kb + c);
 #pragma GCC unroll 4
@@ -605,6 +622,16 @@ class ItemKernel {
       }
     }
     for (int j = 0; j < n; ++j) {
+      if constexpr (!kFromTile) {
+        // The first row block also prefetches (into L2) the lines that start in its columns
+        // of value row j of the tile prefetch_tiles_ ahead.
+        if (r0 == 0 && j < npf_) {
+          const char* row = reinterpret_cast<const char*>(vpf_[j]);
+          const int64_t end = int64_t{c0 + NC} * L * kStorageBytes;
+          for (int64_t b = (int64_t{c0} * L * kStorageBytes + 63) / 64 * 64; b < end; b += 64)
+            attnkit::cpu::prefetch_l2(row + b);
+        }
+      }
       V vv[NC];
 #pragma GCC unroll 4
       for (int64_t cc = 0; cc < NC; ++cc) {
@@ -778,6 +805,11 @@ class ItemKernel {
         float* dst = vf_ + int64_t{j} * dv_;
         for (int c = 0; c < dv_; c += L) Ops::store(dst + c, Ops::load_f32(Kv{}, vp_[j] + c));
         vrow_[j] = dst;
+        if (j < npf_) {  // value row j of the tile prefetch_tiles_ ahead (direct_decode)
+          const char* row = reinterpret_cast<const char*>(vpf_[j]);
+          for (int64_t b = 0; b < int64_t{dv_} * kStorageBytes; b += 64)
+            attnkit::cpu::prefetch_l2(row + b);
+        }
       }
       update_rows<true>(rows, n);
     }
@@ -800,7 +832,8 @@ class ItemKernel {
   attnkit::KeySpan* intervals_;  // [tokens] visible keys of each query token of the item
   const Storage* kp_[L];
   const Storage* vp_[L];
-  // Rows of the tile prefetch_tiles_ ahead (bf16-dot path), npf_ of them.
+  // Rows of the tile prefetch_tiles_ ahead that the loops prefetch line by line (bf16-dot
+  // and direct_decode paths), npf_ of them; npf_ = 0 on the other paths.
   const Storage* kpf_[L];
   const Storage* vpf_[L];
   int npf_ = 0;
