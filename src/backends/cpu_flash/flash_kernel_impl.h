@@ -688,8 +688,7 @@ class ItemKernel {
 
   // The value tile interleaved by key pairs for dot_bf16, at vt_: pair q (keys 2q, 2q+1)
   // and vector v (columns 16v .. 16v+15) hold (v_2q[c], v_2q+1[c]) for c = 16v + lane, 32
-  // bf16 per vector; an odd last key is paired with zeros. Also prefetches (into L2) the
-  // value rows of the tile prefetch_tiles_ ahead, one row per pair.
+  // bf16 per vector; an odd last key is paired with zeros.
   void interleave_values(int n) {
     using BV = typename Ops::BV;
     auto* vt = reinterpret_cast<uint16_t*>(vf_);
@@ -711,11 +710,6 @@ class ItemKernel {
         Ops::interleave_bf16(Ops::load_bf16_half(a + c),
                              b != nullptr ? Ops::load_bf16_half(b + c) : BV{}, lo, hi);
         std::memcpy(dst + c * 2, &lo, sizeof(BV));
-      }
-      for (int j = 2 * q; j < std::min(2 * q + 2, npf_); ++j) {
-        const char* row = reinterpret_cast<const char*>(vpf_[j]);
-        for (int64_t byte = 0; byte < int64_t{dv_} * 2; byte += 64)
-          attnkit::cpu::prefetch_l2(row + byte);
       }
     }
   }
@@ -740,6 +734,18 @@ class ItemKernel {
       }
     }
     for (int64_t q = 0; q < pairs; ++q) {
+      // The first row block also prefetches (into L2) the value bytes of its columns for
+      // keys 2q and 2q+1 of the tile prefetch_tiles_ ahead: spread over the products, as the
+      // keys' prefetches are over the score loops. Issued in interleave_values, a short
+      // loop, they came in one burst per head step and decode ran slower (Intel Xeon,
+      // bench/results/cpu_flash.md).
+      if (r0 == 0) {
+        for (int64_t j = 2 * q; j < std::min<int64_t>(2 * q + 2, npf_); ++j) {
+          const char* row = reinterpret_cast<const char*>(vpf_[j] + int64_t{c0} * L);
+          for (int64_t byte = 0; byte < int64_t{NC} * L * 2; byte += 64)
+            attnkit::cpu::prefetch_l2(row + byte);
+        }
+      }
       typename Ops::BV vv[NC];
 #pragma GCC unroll 4
       for (int cc = 0; cc < NC; ++cc) {
