@@ -75,6 +75,36 @@ inline void finish_item_head(const attnkit::PagedAttentionParams& p,
   }
 }
 
+// Fills kp/vp with the addresses of the K and V rows of keys kt .. kt+n-1 of (seq, kv_head)
+// in a cache of Storage elements: paged through the block table, or contiguous from
+// kv_start_loc. Shared by ItemKernel and flash_outer_product_impl.h's kernel.
+template <class Storage>
+void locate_key_rows(const attnkit::PagedAttentionParams& p, int seq, int kv_head, int kt, int n,
+                     const Storage** kp, const Storage** vp) {
+  const auto* kbase = static_cast<const Storage*>(p.k_cache) + int64_t{kv_head} * p.k_head_stride;
+  const auto* vbase = static_cast<const Storage*>(p.v_cache) + int64_t{kv_head} * p.v_head_stride;
+  if (p.block_table != nullptr) {
+    const int32_t* bt = p.block_table + int64_t{seq} * p.block_table_stride;
+    int b = kt / p.block_size;
+    int off = kt % p.block_size;
+    for (int j = 0; j < n; ++j) {
+      const int64_t blk = bt[b];
+      kp[j] = kbase + blk * p.k_block_stride + off * p.k_token_stride;
+      vp[j] = vbase + blk * p.v_block_stride + off * p.v_token_stride;
+      if (++off == p.block_size) {
+        off = 0;
+        ++b;
+      }
+    }
+  } else {
+    const int64_t row0 = int64_t{p.kv_start_loc[seq]} + kt;
+    for (int j = 0; j < n; ++j) {
+      kp[j] = kbase + (row0 + j) * p.k_token_stride;
+      vp[j] = vbase + (row0 + j) * p.v_token_stride;
+    }
+  }
+}
+
 template <class Kv, bool kDot>
 class ItemKernel {
   static constexpr int L = Ops::kLanes;
@@ -231,30 +261,7 @@ class ItemKernel {
 
   // Fills kp/vp with the storage addresses of keys kt .. kt+n-1 of (seq, kv_head).
   void locate_keys(int seq, int kv_head, int kt, int n, const Storage** kp, const Storage** vp) {
-    const auto* kbase =
-        static_cast<const Storage*>(p_.k_cache) + int64_t{kv_head} * p_.k_head_stride;
-    const auto* vbase =
-        static_cast<const Storage*>(p_.v_cache) + int64_t{kv_head} * p_.v_head_stride;
-    if (p_.block_table != nullptr) {
-      const int32_t* bt = p_.block_table + int64_t{seq} * p_.block_table_stride;
-      int b = kt / p_.block_size;
-      int off = kt % p_.block_size;
-      for (int j = 0; j < n; ++j) {
-        const int64_t blk = bt[b];
-        kp[j] = kbase + blk * p_.k_block_stride + off * p_.k_token_stride;
-        vp[j] = vbase + blk * p_.v_block_stride + off * p_.v_token_stride;
-        if (++off == p_.block_size) {
-          off = 0;
-          ++b;
-        }
-      }
-    } else {
-      const int64_t row0 = int64_t{p_.kv_start_loc[seq]} + kt;
-      for (int j = 0; j < n; ++j) {
-        kp[j] = kbase + (row0 + j) * p_.k_token_stride;
-        vp[j] = vbase + (row0 + j) * p_.v_token_stride;
-      }
-    }
+    locate_key_rows(p_, seq, kv_head, kt, n, kp, vp);
   }
 
   // Scores of every row against the n keys of the tile, and the online-softmax update.
@@ -309,8 +316,9 @@ class ItemKernel {
         }
       }
       if constexpr (L == 8) {
-        // Prefill-sized on 8 lanes: register-blocked dot products and the softmax of 8 rows
-        // at once (see qk_rows8). Lanes past n read key 0's row and are masked.
+        // Prefill-sized on 8 lanes (the scalar target; AVX2 gives these items to
+        // flash_outer_product_impl.h's kernel): register-blocked dot products and the softmax
+        // of 8 rows at once (see qk_rows8). Lanes past n read key 0's row and are masked.
         for (int j = n; j < L; ++j) krow[j] = krow[0];
         for (int r0 = 0; r0 < rows; r0 += 8) {
           const int nr = std::min(8, rows - r0);

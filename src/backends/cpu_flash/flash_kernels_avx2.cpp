@@ -15,6 +15,7 @@ namespace attnkit::cpu::ATTNKIT_TARGET_NS {
 #include ATTNKIT_TARGET_SIMD
 #include "backends/cpu_flash/flash_kernel_impl.h"
 #include "backends/cpu_flash/flash_driver_impl.h"
+#include "backends/cpu_flash/flash_outer_product_impl.h"
 // clang-format on
 }  // namespace attnkit::cpu::ATTNKIT_TARGET_NS
 
@@ -22,7 +23,7 @@ namespace attnkit::cpu {
 
 void flash_attention_avx2(const PagedAttentionParams& p, const FlashPlan& plan,
                           FlashWorkspace& ws) {
-  ATTNKIT_TARGET_NS::run_plan(p, plan, ws, false);
+  ATTNKIT_TARGET_NS::run_plan_outer_product(p, plan, ws);
 }
 
 }  // namespace attnkit::cpu

@@ -18,7 +18,7 @@ constexpr int kSplitAlign = 16;
 
 }  // namespace
 
-ScratchLayout scratch_layout(int max_rows, int head_size, int head_size_v) {
+ScratchLayout scratch_layout(int max_rows, int head_size, int head_size_v, int tile_keys) {
   ScratchLayout s;
   int64_t at = 0;
   auto take = [&at](int64_t floats) {
@@ -28,12 +28,12 @@ ScratchLayout scratch_layout(int max_rows, int head_size, int head_size_v) {
   };
   s.q = take(int64_t{max_rows} * head_size);
   s.o = take(int64_t{max_rows} * head_size_v);
-  s.p = take(int64_t{max_rows} * kMaxTileKeys);
+  s.p = take(int64_t{max_rows} * tile_keys);
   s.m = take(max_rows);
   s.l = take(max_rows);
   s.alpha = take(max_rows);
-  s.kf = take(int64_t{kMaxTileKeys} * head_size);
-  s.vf = take(int64_t{kMaxTileKeys} * head_size_v);
+  s.kf = take(int64_t{tile_keys} * head_size);
+  s.vf = take(int64_t{tile_keys} * head_size_v);
   s.iv = take(int64_t{max_rows} * 2);
   s.total = at;
   return s;
@@ -139,7 +139,10 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
   plan.items = std::move(items);
   plan.max_rows = max_rows;
   plan.partial_floats = partial_at;
-  plan.scratch_floats_per_thread = scratch_layout(max_rows, head_size, head_size_v).total;
+  // Either flash_kernel_impl.h's kernels or the 8-lane prefill kernel's, whichever needs more.
+  plan.scratch_floats_per_thread =
+      std::max(scratch_layout(max_rows, head_size, head_size_v).total,
+               scratch_layout(max_rows, head_size, head_size_v, kOuterTileKeys).total);
   // The AMX kernel's layout (flash_amx_layout.h): each KV head's rows rounded up to 16.
   for (const FlashWorkItem& it : plan.items) {
     const int64_t head_rows = round_up(int64_t{it.q_end - it.q_begin} * group, 16);

@@ -90,20 +90,27 @@ class FlashWorkspace {
   int64_t per_thread_ = 0;
 };
 
-// Where each region of a thread's scratch starts (in floats; each 64-byte aligned):
+// Keys per tile of flash_kernel_impl.h's kernels (the widest SIMD target's fp32 lanes).
+inline constexpr int kMaxTileKeys = 16;
+// Keys per step of the 8-lane prefill kernel (flash_outer_product_impl.h): four vectors of 8
+// lanes, so its softmax bookkeeping and the rescale of its output rows come once per 32 keys.
+inline constexpr int kOuterTileKeys = 32;
+
+// Where each region of a thread's scratch starts (in floats; each 64-byte aligned), for a
+// kernel whose key tiles hold tile_keys keys:
 //   q     [max_rows, head_size]   query rows (fp32, or raw bf16 for the bf16-dot path)
 //   o     [max_rows, head_size_v] unnormalised output accumulator
-//   p     [max_rows, 16]          softmax numerators of the current key tile
+//   p     [max_rows, tile_keys]   softmax numerators of the current key tile
 //   m, l, alpha [max_rows]        running max, running sum, rescale factor of the tile
-//   kf    [16, head_size]         current key tile converted to fp32
-//   vf    [16, head_size_v]       current value tile converted to fp32
+//   kf    [tile_keys, head_size]  current key tile converted to fp32 (the outer-product
+//                                 kernel: transposed, [head_size][tile_keys])
+//   vf    [tile_keys, head_size_v] current value tile converted to fp32
 //   iv    [max_rows] KeySpan      visible keys of each query token (2 int32 each)
 // A head-packed item keeps its heads' rows one after another in q, o, p, m, l and alpha.
 struct ScratchLayout {
   int64_t q = 0, o = 0, p = 0, m = 0, l = 0, alpha = 0, kf = 0, vf = 0, iv = 0, total = 0;
 };
-ScratchLayout scratch_layout(int max_rows, int head_size, int head_size_v);
-// Keys per tile the scratch is sized for (the widest SIMD target's fp32 lanes).
-inline constexpr int kMaxTileKeys = 16;
+ScratchLayout scratch_layout(int max_rows, int head_size, int head_size_v,
+                             int tile_keys = kMaxTileKeys);
 
 }  // namespace attnkit::cpu

@@ -118,6 +118,24 @@ struct Ops {
   // with lane 4 r + k = row r, key k, row 0's eight keys (lo) and row 1's (hi).
   static V row_pair_lo(V g0, V g1) { return _mm256_permute2f128_ps(g0, g1, 0x20); }
   static V row_pair_hi(V g0, V g1) { return _mm256_permute2f128_ps(g0, g1, 0x31); }
+  // Transposes the 8 x 8 block r in place: lane j of r[i] becomes lane i of r[j].
+  static void transpose8(V* r) {
+    V t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+      t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+      u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+      u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+      u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+      u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; ++i) {
+      r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+      r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+  }
   // Lanes [begin, end) of s; -inf elsewhere.
   static V mask_range(V s, int begin, int end) {
     const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);

@@ -4,8 +4,9 @@
 The kernels' KV rows are strided across pages, which the hardware prefetchers do not follow;
 without the software prefetches decode waits on memory (on AVX2 it ran at 1.3-2.5x lower
 bandwidth). GCC once deleted them without a word (kernels/cpu/prefetch.h says how), so this
-disassembles the library and fails for each ItemKernel<Kv, kDot> of each ISA namespace whose
-member functions hold no prefetch instruction.
+disassembles the library and fails for each ItemKernel<Kv, kDot> (and AVX2's prefill
+OuterProductKernel<Kv>) of each ISA namespace whose member functions hold no prefetch
+instruction.
 
     kernel_prefetch_test.py LIBATTNKIT
 
@@ -20,7 +21,7 @@ import subprocess
 import sys
 
 FUNCTION = re.compile(r"^[0-9a-f]+ <(.*)>:$")
-KERNEL = re.compile(r"attnkit::cpu::(\w+_isa)::ItemKernel<(.+?), (true|false)>::")
+KERNEL = re.compile(r"attnkit::cpu::(\w+_isa)::(ItemKernel|OuterProductKernel)<([^<>]+?)>::")
 
 
 def main() -> int:
@@ -51,13 +52,13 @@ def main() -> int:
         print(f"FAIL: no CPU_FLASH kernel (attnkit::cpu::*_isa::ItemKernel) in {sys.argv[1]}")
         return 1
     missing = [k for k, n in sorted(prefetches.items()) if n == 0]
-    for isa, kv, dot in sorted(prefetches):
-        n = prefetches[(isa, kv, dot)]
-        print(f"{isa} ItemKernel<{kv}, {dot}>: {n} prefetch instructions")
+    for isa, kernel, args in sorted(prefetches):
+        n = prefetches[(isa, kernel, args)]
+        print(f"{isa} {kernel}<{args}>: {n} prefetch instructions")
     isas = sorted({k[0] for k in prefetches})
     if missing:
         print("FAIL: kernels without a prefetch instruction: " +
-              ", ".join(f"{isa} ItemKernel<{kv}, {dot}>" for isa, kv, dot in missing))
+              ", ".join(f"{isa} {kernel}<{args}>" for isa, kernel, args in missing))
         return 1
     print(f"ok: {len(prefetches)} kernels of {', '.join(isas)} all prefetch")
     return 0
