@@ -27,6 +27,8 @@ const AttentionMetadata& CpuFlashBuilder::build(const CommonAttentionMetadata& c
                      scalar_type_of(layer_.kv_cache_dtype, layer_.dtype), layer_.head_size,
                      layer_.head_size_v)) {
     options.rows_per_tile = kAmxRowsPerTile;
+  } else if (active_cpu_isa() == CpuIsa::kAvx2) {
+    options.rows_per_tile = kOuterRowsPerTile;
   }
   metadata_.common_ = &c;
   metadata_.plan_ = make_flash_plan(

@@ -31,6 +31,12 @@ bool amx_tiles_take(ScalarType q_dtype, ScalarType kv_dtype, int head_size, int 
 // key tile is read once for 8 row groups instead of 2 (prefill 2048 x1.35 and the mixed step
 // x1.33 against 32-row tiles on an Intel Xeon, bench/results/cpu_flash.md).
 inline constexpr int kAmxRowsPerTile = 128;
+// Prefill query tiles (FlashPlanOptions::rows_per_tile) where the AVX2 outer-product kernel
+// runs (flash_outer_product_impl.h): each step's K and V conversion serves 128 rows instead
+// of 32. On an Intel Xeon (AVX2 kernels forced) 64 rows ran x1.07-1.10 against 32 and 128
+// x1.05-1.09 against 64 on the benchmark's prefill and mixed shapes; 256 gained 2-5% more
+// but halves the items a prompt gives the threads (bench/results/cpu_flash_avx2.md).
+inline constexpr int kOuterRowsPerTile = 128;
 
 // Head sizes the kernels accept (both K and V): multiples of this.
 inline constexpr int kHeadSizeMultiple = 16;

@@ -90,6 +90,10 @@ TEST(CpuFlashKernel, PrefillAndMixedBatchCausalFp32Hnd) {
   s.q_lens = {1, 37, 5, 70};
   s.kv_lens = {1, 100, 5, 300};
   expect_matches_everywhere(s);
+  // The wider prefill tiles CPU_FLASH plans where its AVX2 kernels run.
+  FlashPlanOptions wide;
+  wide.rows_per_tile = kOuterRowsPerTile;
+  expect_matches_everywhere(s, wide);
 }
 
 TEST(CpuFlashKernel, SlidingWindowWithSinksFp16) {
