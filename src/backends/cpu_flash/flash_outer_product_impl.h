@@ -114,7 +114,9 @@ class OuterProductKernel {
   // kt_ and vt_ for keys k0 .. k0+n-1 (kt_'s columns up to the next multiple of 16 zero),
   // and prefetches (into L2) of the n_next rows of the step after: paged rows of one head are
   // strided across pages, which the hardware prefetchers do not follow.
-  void load_tile(int seq, int kv_head, int k0, int n, int n_next) {
+  // Out of line (once per step, so the call costs nothing): where GCC inlined it into the
+  // OpenMP region, kernel_prefetch_test could no longer find its prefetches by kernel name.
+  [[gnu::noinline]] void load_tile(int seq, int kv_head, int k0, int n, int n_next) {
     const Storage* kp[T];
     const Storage* vp[T];
     locate_key_rows(p_, seq, kv_head, k0, n, kp, vp);
@@ -200,9 +202,11 @@ class OuterProductKernel {
   }
 
   // Raw dot products of rows r0 .. r0+NR-1 with keys j0 .. j0+15 of the step, into their
-  // rows of pr_.
+  // rows of pr_. score_block and value_block are inlined into products (GCC called them):
+  // a value_block call runs only 32 keys, and without the call's entry and exit the
+  // prefill shapes ran 2-3% faster (bench/results/cpu_flash_avx2.md).
   template <int NR>
-  void score_block(int r0, int j0) {
+  [[gnu::always_inline]] void score_block(int r0, int j0) {
     V acc[NR][2];
 #pragma GCC unroll 6
     for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = Ops::zero();
@@ -272,7 +276,7 @@ class OuterProductKernel {
   // o[r][c0 .. c0+15] = alpha[r] o[r][c0 .. c0+15] + sum_{j in [jb, je)} p[r][j] v_j[c0 ..
   // c0+15] for rows r0 .. r0+NR-1.
   template <int NR>
-  void value_block(int r0, int64_t c0, int jb, int je) {
+  [[gnu::always_inline]] void value_block(int r0, int64_t c0, int jb, int je) {
     V acc[NR][2];
 #pragma GCC unroll 6
     for (int r = 0; r < NR; ++r) {
