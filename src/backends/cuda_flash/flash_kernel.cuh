@@ -27,12 +27,14 @@
 // reused after the main loop as fp32 [WARPS_N][kRows][D + 4] partial O, then m and l.
 //
 // fp8 caches (e4m3, e5m2: FlashKvConfig): the stages hold the tiles as stored, one byte per
-// value and unswizzled, half the bytes of a 16-bit tile; after a tile lands its keys are
-// converted exactly to T (fp8_convert.cuh) into one swizzled sK/sV tile that the tensor-core steps
-// read as they read a 16-bit stage. A decode CTA's warps each copy and convert their own keys (warp
-// barriers only), prefill CTAs the whole tile (a CTA barrier). The cache's scales are applied once:
-// k_scale to the softmax scale, v_scale to the output.
-//   sQ [kRows][D] | sK [BN][D], sV [BN][D] (T) | stage s: K, V [BN][D] (fp8)
+// value, half the bytes of a 16-bit tile. Decode CTAs (one m16 tile per warp) build their
+// tensor-core fragments in registers straight from the staged bytes (Fp8Fragments below):
+//   sQ [kRows][D] | stage s: K, V [BN][D] (fp8, chunks swizzled per Fp8Fragments)
+// Prefill CTAs convert each landed tile exactly to T (fp8_convert.cuh) into one swizzled
+// sK/sV tile that the tensor-core steps read as they read a 16-bit stage (a CTA barrier):
+//   sQ [kRows][D] | sK [BN][D], sV [BN][D] (T) | stage s: K, V [BN][D] (fp8, unswizzled)
+// A decode CTA's warps each copy and read their own keys (warp barriers only). The cache's
+// scales are applied once: k_scale to the softmax scale, v_scale to the output.
 
 #include "backends/cuda_flash/flash_kernels.h"
 #include "backends/cuda_flash/flash_split_merge.cuh"
@@ -94,26 +96,75 @@ struct FlashConfig {
   static constexpr size_t kMergeSmemBytes = kSmemBytes;  // all of it, after the epilogue
 };
 
+// Stages of the fp8 decode configurations (0: twice the 16-bit configuration's, the same
+// shared memory, so twice the tiles in flight).
+#ifndef ATTNKIT_FLASH_FP8_DECODE_STAGES
+#define ATTNKIT_FLASH_FP8_DECODE_STAGES 0
+#endif
+
 // A configuration C for a cache stored as KV: T itself (C's own layout) or an fp8 type,
-// whose stages hold one byte per value plus one converted tile (layout above).
+// whose stages hold one byte per value (plus, for prefill, one converted tile: layout
+// above).
 template <typename C, typename KV>
 struct FlashKvConfig : C {
   using Kv = KV;
   static constexpr bool kFp8 = kIsFp8<KV>;
-  // fp8 decode tiles are half the bytes: one stage more keeps more of them in flight in
-  // less shared memory than the 16-bit stages take.
-  static constexpr int STAGES = kFp8 && C::WARPS_M == 1 ? C::STAGES + 1 : C::STAGES;
+  // fp8 decode: fragments built in registers from the staged bytes (Fp8Fragments).
+  static constexpr bool kFp8Fragments = kFp8 && C::WARPS_M == 1 && C::WM == 1 && C::kQInRegs;
+  // fp8 tiles are half the bytes: more stages keep more of them in flight.
+  static constexpr int STAGES = !kFp8 || C::WARPS_M != 1 ? C::STAGES
+                                : ATTNKIT_FLASH_FP8_DECODE_STAGES > 0
+                                    ? ATTNKIT_FLASH_FP8_DECODE_STAGES
+                                    : 2 * C::STAGES;
   static constexpr size_t kStagedTileBytes = sizeof(KV) * C::BN * C::D;  // one of K, V
-  static constexpr size_t kConvertedBytes = kFp8 ? 2u * 2u * C::BN * C::D : 0u;
+  static constexpr size_t kConvertedBytes = kFp8 && !kFp8Fragments ? 2u * 2u * C::BN * C::D : 0u;
   static constexpr size_t kMainBytes =
       2u * C::kRows * C::D + kConvertedBytes + STAGES * 2u * kStagedTileBytes;
   static constexpr size_t kSmemBytes =
       kMainBytes > C::kEpilogueBytes ? kMainBytes : C::kEpilogueBytes;
   static constexpr size_t kMergeSmemBytes = kSmemBytes;
-  // fp8 decode: a CTA's warps share no key of a tile (WARPS_M == 1), so each warp copies,
-  // converts and reads its own keys, and the tile loop needs no CTA barrier (the warps of a
-  // CTA then run their tiles independently, one's conversion beside another's mma).
-  static constexpr bool kWarpPrivateKv = kFp8 && C::WARPS_M == 1;
+  // fp8 decode: a CTA's warps share no key of a tile (WARPS_M == 1), so each warp copies
+  // and reads its own keys, and the tile loop needs no CTA barrier (the warps of a CTA then
+  // run their tiles independently).
+  static constexpr bool kWarpPrivateKv = kFp8Fragments;
+};
+
+// fp8 decode through registers (C::kFp8Fragments): the tensor-core steps read the staged
+// fp8 tiles and build fp16 fragments in registers, one cvt per two values, so that a tile
+// crosses shared memory once (no converted tile written and read back). Two freedoms make
+// every shared-memory read a whole 16-byte piece of a row:
+//  - S = Q K^T sums over the head dimension in any order: k16 step ks of lane quad t (t =
+//    lane % 4) covers dimensions qk_dim(ks, t) + 0..3 (k = 2t, 2t+1, 2t+8, 2t+9), four
+//    consecutive bytes of the key's row, and Q's fragments are built with the same order.
+//  - O's columns are the head dimension too: column n of O's n8 tile dn is dimension
+//    o_dim(dn, n), so lane group g (= lane / 4, the B column) reads consecutive bytes of
+//    each of its four keys of a k16 step, and one byte permute pairs two keys' bytes of one
+//    dimension (the two k of a B register).
+// Both products run in fp16 whatever T is: every e4m3 and e5m2 value is exact in fp16 (one
+// hardware cvt per pair, where bf16 would take three conversions more), P in [0, 1] keeps
+// three more mantissa bits than in bf16, and each query row reaches fp16 exactly through
+// a power of two (its largest |q| into [2^14, 2^15)) that its scores divide out again.
+// Staged tiles of rows of >= 8 chunks are swizzled by 16-byte chunk, K: chunk ^ (key & 1)
+// << 2, V: chunk ^ ((key >> 1) & 3) << 1, so that each quarter-warp's 16-byte reads fall in
+// eight different bank groups.
+template <typename C>
+struct Fp8Fragments {
+  static constexpr int D = C::D;
+  static constexpr bool kSwizzled = D / 16 >= 8;
+  __device__ static constexpr int k_swizzle(int key) { return kSwizzled ? (key & 1) << 2 : 0; }
+  __device__ static constexpr int v_swizzle(int key) {
+    return kSwizzled ? ((key >> 1) & 3) << 1 : 0;
+  }
+  // The first of lane quad t's four dimensions in k16 step ks: byte 4 (ks % 4) of chunk
+  // 4 (ks / 4) + t of the key's row.
+  __device__ static constexpr int qk_dim(int ks, int t) {
+    return 16 * (4 * (ks / 4) + t) + 4 * (ks % 4);
+  }
+  // Dimension of column n of O's n8 tile dn: byte dn of the D / 8 that lane group n reads
+  // of a V row (bytes 8n.. at D = 64; chunks n, n + 8, .. of 16 bytes otherwise).
+  __device__ static constexpr int o_dim(int dn, int n) {
+    return D == 64 ? 8 * n + dn : (dn / 16) * 128 + 16 * n + dn % 16;
+  }
 };
 
 // Swizzled element index of (row, 16-byte chunk) in a [rows][D] tile.
@@ -239,16 +290,23 @@ struct FlashKvTileLoader {
       const KV* v_src = v_base + v_off;
       const uint32_t dst = dst_row + static_cast<uint32_t>(stage) * kStageBytes +
                            static_cast<uint32_t>(pass * kKeysPerPass) * kRowBytes;
+      uint32_t k_xor = dst_xor, v_xor = dst_xor;
+      if constexpr (C::kFp8Fragments) {  // the row's chunk swizzles (Fp8Fragments)
+        const int key = pass * kKeysPerPass + key_in_pass;
+        k_xor ^= static_cast<uint32_t>(Fp8Fragments<C>::k_swizzle(key)) << 4;
+        v_xor ^= static_cast<uint32_t>(Fp8Fragments<C>::v_swizzle(key)) << 4;
+      }
 #pragma unroll
       for (int j = 0; j < kChunksPerThread; ++j) {
-        const uint32_t chunk_off = (static_cast<uint32_t>(j * kThreadsPerKey) * 16u) ^ dst_xor;
+        const uint32_t chunk = static_cast<uint32_t>(j * kThreadsPerKey) * 16u;
+        const uint32_t k_dst = dst + (chunk ^ k_xor), v_dst = dst + kTileBytes + (chunk ^ v_xor);
         constexpr int kStep = kThreadsPerKey * kElemsPerChunk;
         if constexpr (C::kStreamKv) {
-          cp_async_16(dst + chunk_off, k_src + j * kStep, bytes, stream_policy);
-          cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kStep, bytes, stream_policy);
+          cp_async_16(k_dst, k_src + j * kStep, bytes, stream_policy);
+          cp_async_16(v_dst, v_src + j * kStep, bytes, stream_policy);
         } else {
-          cp_async_16(dst + chunk_off, k_src + j * kStep, bytes);
-          cp_async_16(dst + kTileBytes + chunk_off, v_src + j * kStep, bytes);
+          cp_async_16(k_dst, k_src + j * kStep, bytes);
+          cp_async_16(v_dst, v_src + j * kStep, bytes);
         }
       }
     }
@@ -371,6 +429,156 @@ __device__ __forceinline__ void load_q_fragments(uint32_t (&q_frag)[C::WM][C::D 
 #pragma unroll
     for (int ks = 0; ks < C::D / 16; ++ks)
       ldmatrix_x4(q_frag[mi][ks], q_addr.at(ks, mi * 16 * kRowBytes));
+}
+
+// fp8 decode (C::kFp8Fragments): Q's fp16 fragments in the dimension order of
+// Fp8Fragments, each of the lane's two rows (g, g + 8) times 2^shift so that its largest
+// |q| lies in [2^14, 2^15) (exact: T has at most fp16's 11 significant bits, and the
+// row's values that end below fp16's normal range are 2^28 times smaller than its
+// largest); q_unscale = 2^-shift takes the rows' scores back.
+template <typename T, typename C>
+__device__ __forceinline__ void load_q_fragments_fp8(uint32_t (&q_frag)[1][C::D / 16][4],
+                                                     float (&q_unscale)[2], const T* s_q,
+                                                     int lane) {
+  using F = Fp8Fragments<C>;
+  constexpr int D = C::D;
+  const int g = lane >> 2, t = lane & 3;
+  // Four consecutive values of row r from dimension d (a multiple of 4) of the swizzled sQ.
+  auto quad = [&](int r, int d) -> uint2 {
+    return *reinterpret_cast<const uint2*>(s_q + swizzle<D>(r, d / 8) + d % 8);
+  };
+  float q_scale[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float big = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      const uint2 v = quad(g + 8 * h, F::qk_dim(ks, t));
+      const float2 a = unpack2<T>(v.x), b = unpack2<T>(v.y);
+      big = fmaxf(big, fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(b.x), fabsf(b.y))));
+    }
+    big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, 1));
+    big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, 2));
+    // 2^e <= big < 2^(e+1) (e = -127 for a zero row): shift 14 - e, kept inside fp32's
+    // normal range.
+    const int e = static_cast<int>((__float_as_uint(big) >> 23) & 0xffu) - 127;
+    const int shift = min(max(14 - e, -126), 126);
+    q_scale[h] = ldexpf(1.0f, shift);
+    q_unscale[h] = ldexpf(1.0f, -shift);
+  }
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint2 v = quad(g + 8 * h, F::qk_dim(ks, t));
+      const float2 a = unpack2<T>(v.x), b = unpack2<T>(v.y);
+      q_frag[0][ks][h] = pack2<__half>(a.x * q_scale[h], a.y * q_scale[h]);      // k 2t, 2t+1
+      q_frag[0][ks][2 + h] = pack2<__half>(b.x * q_scale[h], b.y * q_scale[h]);  // k 2t+8, 2t+9
+    }
+  }
+}
+
+// fp8 decode: S = Q K^T for this warp's keys of the staged K tile `k_tile`, the K fragments
+// converted in registers (Fp8Fragments), then each row's scores times q_unscale.
+template <typename C>
+__device__ __forceinline__ void compute_qk_fp8(float (&s)[1][C::kWarpKeys / 8][4],
+                                               const uint32_t (&q_frag)[1][C::D / 16][4],
+                                               const float (&q_unscale)[2],
+                                               const unsigned char* k_tile, int lane, int wn) {
+  using F = Fp8Fragments<C>;
+  using KV = typename C::Kv;
+  constexpr int D = C::D, kNT = C::kWarpKeys / 8;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < kNT; ++j) s[0][j][0] = s[0][j][1] = s[0][j][2] = s[0][j][3] = 0.0f;
+#pragma unroll
+  for (int c = 0; c < D / 64; ++c) {  // the lane's 16-byte chunks of each key row
+    uint4 raw[kNT];
+#pragma unroll
+    for (int j = 0; j < kNT; ++j) {
+      const int key = wn * C::kWarpKeys + j * 8 + g;
+      raw[j] = *reinterpret_cast<const uint4*>(k_tile + key * D +
+                                               (((4 * c + t) ^ F::k_swizzle(key)) << 4));
+    }
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+#pragma unroll
+      for (int j = 0; j < kNT; ++j) {
+        const uint32_t word = w == 0 ? raw[j].x : w == 1 ? raw[j].y : w == 2 ? raw[j].z : raw[j].w;
+        mma_16816<__half>(s[0][j], q_frag[0][4 * c + w], fp8x2_to<__half, KV>(word),
+                          fp8x2_to<__half, KV>(word >> 16));
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kNT; ++j) {
+    s[0][j][0] *= q_unscale[0];
+    s[0][j][1] *= q_unscale[0];
+    s[0][j][2] *= q_unscale[1];
+    s[0][j][3] *= q_unscale[1];
+  }
+}
+
+// fp8 decode: O += P V from the staged V tile `v_tile`, P as fp16. Lane (g, t) reads, for
+// each k16 step, the D / 8 bytes of lane group g (Fp8Fragments::o_dim) of keys 2t, 2t+1,
+// 2t+8 and 2t+9; a byte permute pairs keys 2t and 2t+1 (and 2t+8, 2t+9) of one dimension,
+// the two k of a B register.
+template <typename C>
+__device__ __forceinline__ void accumulate_pv_fp8(float (&o)[1][C::D / 8][4],
+                                                  const float (&s)[1][C::kWarpKeys / 8][4],
+                                                  const unsigned char* v_tile, int lane, int wn) {
+  using F = Fp8Fragments<C>;
+  using KV = typename C::Kv;
+  constexpr int D = C::D;
+  const int g = lane >> 2, t = lane & 3;
+  // B registers of four n8 tiles from one 32-bit word of each key pair: low pair (keys 2t,
+  // 2t+1) and high pair (2t+8, 2t+9), bytes 0..3 = tiles dn .. dn + 3.
+  auto four_tiles = [&](const uint32_t(&a)[4], int dn, uint32_t k0, uint32_t k1, uint32_t k8,
+                        uint32_t k9) {
+    const uint32_t lo01 = __byte_perm(k0, k1, 0x5140), hi01 = __byte_perm(k0, k1, 0x7362);
+    const uint32_t lo89 = __byte_perm(k8, k9, 0x5140), hi89 = __byte_perm(k8, k9, 0x7362);
+    mma_16816<__half>(o[0][dn], a, fp8x2_to<__half, KV>(lo01), fp8x2_to<__half, KV>(lo89));
+    mma_16816<__half>(o[0][dn + 1], a, fp8x2_to<__half, KV>(lo01 >> 16),
+                      fp8x2_to<__half, KV>(lo89 >> 16));
+    mma_16816<__half>(o[0][dn + 2], a, fp8x2_to<__half, KV>(hi01), fp8x2_to<__half, KV>(hi89));
+    mma_16816<__half>(o[0][dn + 3], a, fp8x2_to<__half, KV>(hi01 >> 16),
+                      fp8x2_to<__half, KV>(hi89 >> 16));
+  };
+#pragma unroll
+  for (int kk = 0; kk < C::kWarpKeys / 16; ++kk) {
+    uint32_t a[4];
+    a[0] = pack2<__half>(s[0][2 * kk][0], s[0][2 * kk][1]);
+    a[1] = pack2<__half>(s[0][2 * kk][2], s[0][2 * kk][3]);
+    a[2] = pack2<__half>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+    a[3] = pack2<__half>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+    const int key0 = wn * C::kWarpKeys + kk * 16 + 2 * t;
+    const unsigned char* row0 = v_tile + key0 * D;
+    if constexpr (D == 64) {
+      uint2 r[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        r[i] = *reinterpret_cast<const uint2*>(row0 + ((i & 1) + 8 * (i >> 1)) * D + 8 * g);
+      }
+      four_tiles(a, 0, r[0].x, r[1].x, r[2].x, r[3].x);
+      four_tiles(a, 4, r[0].y, r[1].y, r[2].y, r[3].y);
+    } else {
+      // (key >> 1) & 3 is t for all four keys: one swizzled chunk offset serves them.
+      const int swz = F::v_swizzle(key0);
+#pragma unroll
+      for (int cc = 0; cc < D / 128; ++cc) {
+        const int chunk_off = ((cc * 8 + g) ^ swz) << 4;
+        uint4 r[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          r[i] = *reinterpret_cast<const uint4*>(row0 + ((i & 1) + 8 * (i >> 1)) * D + chunk_off);
+        }
+        four_tiles(a, cc * 16, r[0].x, r[1].x, r[2].x, r[3].x);
+        four_tiles(a, cc * 16 + 4, r[0].y, r[1].y, r[2].y, r[3].y);
+        four_tiles(a, cc * 16 + 8, r[0].z, r[1].z, r[2].z, r[3].z);
+        four_tiles(a, cc * 16 + 12, r[0].w, r[1].w, r[2].w, r[3].w);
+      }
+    }
+  }
 }
 
 // Running online-softmax state of a warp's rows: O = 0, m = -inf, l = 0.
@@ -574,8 +782,13 @@ __device__ __forceinline__ void store_warp_state(float* s_o, float* s_m, float* 
       float* row_o = s_o + (wn * kRows + r) * C::kOStride;
 #pragma unroll
       for (int j = 0; j < C::D / 8; ++j) {
-        *reinterpret_cast<float2*>(row_o + j * 8 + 2 * (lane & 3)) =
-            make_float2(o[mi][j][2 * h], o[mi][j][2 * h + 1]);
+        if constexpr (C::kFp8Fragments) {  // O's columns in Fp8Fragments' order
+          row_o[Fp8Fragments<C>::o_dim(j, 2 * (lane & 3))] = o[mi][j][2 * h];
+          row_o[Fp8Fragments<C>::o_dim(j, 2 * (lane & 3) + 1)] = o[mi][j][2 * h + 1];
+        } else {
+          *reinterpret_cast<float2*>(row_o + j * 8 + 2 * (lane & 3)) =
+              make_float2(o[mi][j][2 * h], o[mi][j][2 * h + 1]);
+        }
       }
       if ((lane & 3) == 0) {
         s_m[wn * kRows + r] = m[mi][h];
@@ -712,10 +925,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
       lane_tile_addresses<C>(smem_address(s_q), smem_address(s_kv), lane, wm, wn);
   constexpr int kQFrag = C::kQInRegs ? D / 16 : 1;
   uint32_t q_frag[WM][kQFrag][4];
+  float q_unscale[2] = {1.0f, 1.0f};  // fp8 decode: Q's row scales (load_q_fragments_fp8)
   if constexpr (C::kQInRegs) {
     cp_async_wait<STAGES - 1>();  // the Q group (the STAGES - 1 tile groups may still fly)
     __syncthreads();
-    load_q_fragments<C>(q_frag, addr.q);
+    if constexpr (C::kFp8Fragments) {
+      load_q_fragments_fp8<T, C>(q_frag, q_unscale, s_q, lane);
+    } else {
+      load_q_fragments<C>(q_frag, addr.q);
+    }
   }
 
   const int last_row = min(item.row_end, item.row_begin + kRows) - 1;
@@ -753,22 +971,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     load_stage = load_stage + 1 == STAGES ? 0 : load_stage + 1;
 
     uint32_t stage_off = static_cast<uint32_t>(stage) * KvLoader::kStageBytes;
-    if constexpr (kFp8) {
-      const unsigned char* staged = s_staged + stage_off;
-      if constexpr (C::kWarpPrivateKv) {
-        convert_fp8_tile<T, C>(staged, s_kv, wn * C::kWarpKeys, C::kWarpKeys, lane, 32);
-        __syncwarp();
-      } else {
-        convert_fp8_tile<T, C>(staged, s_kv, 0, BN, tid, C::kThreads);
-        __syncthreads();
-      }
+    const unsigned char* staged = s_staged + stage_off;  // fp8 decode: the staged K, V tiles
+    if constexpr (kFp8 && !C::kFp8Fragments) {
+      convert_fp8_tile<T, C>(staged, s_kv, 0, BN, tid, C::kThreads);
+      __syncthreads();
       stage_off = 0;  // the tensor-core steps read the converted tile
     }
     stage = stage + 1 == STAGES ? 0 : stage + 1;
     const int kb = kv_begin + tile * BN;
 
     float s[WM][kNT][4];
-    compute_qk<T, C>(s, q_frag, addr.q, addr.k, stage_off);
+    if constexpr (C::kFp8Fragments) {
+      compute_qk_fp8<C>(s, q_frag, q_unscale, staged, lane, wn);
+    } else {
+      compute_qk<T, C>(s, q_frag, addr.q, addr.k, stage_off);
+    }
     if (soft_cap) apply_soft_cap<C>(s, cap_in, cap_out);
     // Mask only tiles that straddle a boundary (kv_end, the causal diagonal, a window edge
     // or a chunk).
@@ -782,7 +999,11 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     float alpha[WM][2];
     online_softmax_update<C>(s, m, l, alpha, scale_log2);
     rescale_o<C>(o, alpha);
-    accumulate_pv<T, C>(o, s, addr.v, stage_off);
+    if constexpr (C::kFp8Fragments) {
+      accumulate_pv_fp8<C>(o, s, staged + KvLoader::kTileBytes, lane, wn);
+    } else {
+      accumulate_pv<T, C>(o, s, addr.v, stage_off);
+    }
   }
 
   // Epilogue: every warp parks (m, l, O) in shared memory, then all threads merge the

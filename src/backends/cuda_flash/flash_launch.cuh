@@ -55,7 +55,10 @@ struct FlashLargeConfig<256> {  // 64 rows; 255 registers (4-byte spill), 96 KiB
 // matters is K/V bytes in flight per SM: (STAGES - 1) tiles per CTA times CTAs per SM,
 // 64 to 128 KiB here, and the shape of the L2 requests: 8 threads per key row, so one
 // cp.async instruction of a warp reads 4 whole 128-byte lines. The warps split every key
-// tile (flash-decoding inside a CTA); Q stays in registers.
+// tile (flash-decoding inside a CTA); Q stays in registers. fp8 caches run the same
+// configurations with twice the stages in the same shared memory (FlashKvConfig) and
+// fragments built in registers: 122 registers at D = 64, 180 at 128, 255 at 256 (a 36-byte
+// spill).
 //                                   D   WM WARPS_M WARPS_N BN STAGES Q_IN_REGS MIN_CTAS
 //                                   THREADS_PER_KEY
 template <int D>

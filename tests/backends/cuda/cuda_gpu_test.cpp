@@ -210,8 +210,28 @@ std::vector<NamedCase> all_cases() {
   fp8_d256.v_scale = 0.25f;
   fp8_d256.requests = {{1, 3000}, {40, 200}, {1, 1}};
   add("FlashKvFp8E5M2D256SoftCapFp16", fp8_d256);
+  // Queries past fp16's range (|q| up to 1e5; bf16 holds them): CUDA_FLASH's fp8 decode
+  // computes Q K^T in fp16, each query row brought into range by a power of two
+  // that its scores divide out again. Few keys, so that the (sharp) softmax has no near
+  // ties among its largest scores.
+  for (KvCacheDType kv : {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2}) {
+    GpuCase big_q;
+    big_q.backend = "CUDA_FLASH";
+    big_q.dtype = DType::kBFloat16;
+    big_q.kv_dtype = kv;
+    big_q.num_heads = 16;
+    big_q.num_kv_heads = 4;
+    big_q.head_size = kv == KvCacheDType::kFp8E4M3 ? 128 : 64;
+    big_q.q_range = 1.0e5f;
+    big_q.k_scale = 0.01f;
+    big_q.v_scale = 0.01f;
+    big_q.requests = {{1, 37}, {1, 70}, {2, 25}};
+    add(std::string("FlashKv") + (kv == KvCacheDType::kFp8E4M3 ? "Fp8E4M3" : "Fp8E5M2") +
+            "QueriesPastFp16Range",
+        big_q);
+  }
   // Scales so large that almost every stored value is an fp8 subnormal (e4m3 below 2^-6,
-  // e5m2 below 2^-14): CUDA_FLASH's bit-placement conversion must keep them exactly (a
+  // e5m2 below 2^-14): CUDA_FLASH's conversions must keep them exactly (a
   // flush to zero would zero K and V).
   for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
     for (KvCacheDType kv : {KvCacheDType::kFp8E4M3, KvCacheDType::kFp8E5M2}) {
