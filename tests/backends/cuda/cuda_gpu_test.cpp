@@ -190,6 +190,31 @@ std::vector<NamedCase> all_cases() {
       add(prefix + "Kv" + kv_name + (paged ? "HndD48WindowSinks" : "HndD64WindowSinks"), hnd);
     }
   }
+  // CUDA_PAGED's staged tiles at the edges of its layouts: 16-byte fp8 rows (one copy
+  // slot per key, 32 keys per copy instruction), fp8 at head size 256 (16 lanes per key),
+  // and 16-bit rows of 64 bytes (two lanes per key, the K rows padded for the banks).
+  for (const int d : {16, 32, 256}) {
+    GpuCase c;
+    c.backend = "CUDA_PAGED";
+    c.dtype = DType::kBFloat16;
+    c.kv_dtype = KvCacheDType::kFp8E4M3;
+    c.num_heads = 16;
+    c.num_kv_heads = 4;
+    c.head_size = d;
+    c.k_scale = 0.03f;
+    c.v_scale = 0.02f;
+    c.requests = {{1, 2000}, {70, 300}, {1, 5}, {3, 17}};
+    add("PagedKvFp8E4M3D" + std::to_string(d), c);
+  }
+  GpuCase paged_d32;
+  paged_d32.backend = "CUDA_PAGED";
+  paged_d32.dtype = DType::kBFloat16;
+  paged_d32.num_heads = 16;
+  paged_d32.num_kv_heads = 4;
+  paged_d32.head_size = 32;
+  paged_d32.block_size = 5;
+  paged_d32.requests = {{1, 2000}, {70, 300}, {1, 5}, {3, 17}};
+  add("PagedD32OddBlockBf16", paged_d32);
   // CUDA_FLASH over fp8: a long GQA prefill through the large-row tiles (many key tiles in
   // every pipeline stage), and fp16 compute over e5m2 at head size 256 with soft-cap and a
   // split-KV decode row.
