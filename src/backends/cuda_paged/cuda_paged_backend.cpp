@@ -26,10 +26,10 @@ cuda::PlanShape paged_plan_shape(const AttentionLayerParams& layer, int num_sms)
 #if ATTNKIT_HAS_CUDA
   const cuda::KernelGeometry geometry = cuda::paged_geometry(layer.head_size);
 #else
-  // The kernel's rows and key tile (paged_attention.cu), and the CTAs per SM that its
-  // occupancy query gives at head size 128 on an H100/H200, so that plans made without
-  // CUDA (planning tests) match the GPU build there.
-  const cuda::KernelGeometry geometry{4, 4, 64, 3};
+  // The kernel's rows and split granularity (paged_attention.cu), and the CTAs per SM that
+  // its occupancy query gives on an H100/H200 (the kernel is built for four), so that plans
+  // made without CUDA (planning tests) match the GPU build there.
+  const cuda::KernelGeometry geometry{4, 4, 128, 4};
 #endif
   return cuda::layer_plan_shape(layer, num_sms, geometry);
 }

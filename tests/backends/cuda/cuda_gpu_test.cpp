@@ -191,8 +191,8 @@ std::vector<NamedCase> all_cases() {
     }
   }
   // CUDA_PAGED's staged tiles at the edges of its layouts: 16-byte fp8 rows (one copy
-  // slot per key, 32 keys per copy instruction), fp8 at head size 256 (16 lanes per key),
-  // and 16-bit rows of 64 bytes (two lanes per key, the K rows padded for the banks).
+  // slot per key, 32 keys per tile), fp8 at head size 256 (16 keys per tile, swizzled K
+  // rows), and 16-bit rows of 64 bytes (32 keys per tile, the K rows padded for the banks).
   for (const int d : {16, 32, 256}) {
     GpuCase c;
     c.backend = "CUDA_PAGED";
@@ -215,6 +215,63 @@ std::vector<NamedCase> all_cases() {
   paged_d32.block_size = 5;
   paged_d32.requests = {{1, 2000}, {70, 300}, {1, 5}, {3, 17}};
   add("PagedD32OddBlockBf16", paged_d32);
+  // CUDA_PAGED's three tile shapes (32 keys of rows up to 128 bytes, 16 up to 256, 8 up to
+  // 512: G = 1, 2, 4 row groups of scoring lanes), each with K rows of an odd number of
+  // 16-byte slots (staged as they are), of an even one (padded by a slot) and of a multiple
+  // of 8 (XOR-swizzled): decodes whose key counts end on either side of a warp tile (1,
+  // 31-33, 127-129 keys), odd blocks, HND, and a long request cut into many splits whose
+  // edges fall inside blocks.
+  struct TileShape {
+    const char* name;
+    int head_size;
+    KvCacheDType kv;
+  };
+  for (const TileShape& t : {TileShape{"G1D48", 48, KvCacheDType::kAuto},
+                             TileShape{"G1D64Swizzled", 64, KvCacheDType::kAuto},
+                             TileShape{"G1D112Fp8E5M2", 112, KvCacheDType::kFp8E5M2},
+                             TileShape{"G1D128Fp8E4M3Swizzled", 128, KvCacheDType::kFp8E4M3},
+                             TileShape{"G2D112", 112, KvCacheDType::kAuto},
+                             TileShape{"G2D128Swizzled", 128, KvCacheDType::kAuto},
+                             TileShape{"G2D240Fp8E4M3", 240, KvCacheDType::kFp8E4M3},
+                             TileShape{"G4D144", 144, KvCacheDType::kAuto},
+                             TileShape{"G4D256Swizzled", 256, KvCacheDType::kAuto}}) {
+    GpuCase edges;
+    edges.backend = "CUDA_PAGED";
+    edges.dtype = DType::kBFloat16;
+    edges.kv_dtype = t.kv;
+    if (t.kv != KvCacheDType::kAuto) {
+      edges.k_scale = 0.04f;
+      edges.v_scale = 0.02f;
+    }
+    edges.head_size = t.head_size;
+    edges.num_heads = 8;
+    edges.num_kv_heads = 2;
+    edges.block_size = 7;
+    edges.requests = {{1, 1}, {1, 31}, {1, 32}, {1, 33}, {1, 127}, {1, 128}, {1, 129}};
+    add(std::string("PagedTileEdges") + t.name, edges);
+    GpuCase splits = edges;
+    splits.layout = KvLayout::kHND;
+    splits.block_size = 5;
+    splits.num_heads = 4;
+    splits.num_kv_heads = 1;
+    splits.requests = {{1, 30011}, {3, 40}};
+    add(std::string("PagedManySplitsHnd") + t.name, splits);
+  }
+  // Packed rows of different tokens in one CTA (3 heads per KV head, 4 rows per CTA), each
+  // row with its own window: per-row visible keys in the scoring lanes of every row group.
+  for (const int d : {32, 128, 256}) {
+    GpuCase rows;
+    rows.backend = "CUDA_PAGED";
+    rows.dtype = DType::kFloat16;
+    rows.head_size = d;
+    rows.num_heads = 12;
+    rows.num_kv_heads = 4;
+    rows.sliding_window = 45;
+    rows.soft_cap = 20.0f;
+    rows.sinks = true;
+    rows.requests = {{5, 700}, {1, 300}, {7, 7}, {2, 90}};
+    add("PagedRowsAcrossTokensWindowD" + std::to_string(d), rows);
+  }
   // CUDA_FLASH over fp8: a long GQA prefill through the large-row tiles (many key tiles in
   // every pipeline stage), and fp16 compute over e5m2 at head size 256 with soft-cap and a
   // split-KV decode row.
