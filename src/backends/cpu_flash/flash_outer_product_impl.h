@@ -210,23 +210,36 @@ class OuterProductKernel {
     V acc[NR][2];
 #pragma GCC unroll 6
     for (int r = 0; r < NR; ++r) acc[r][0] = acc[r][1] = Ops::zero();
-    const float* q = q_ + int64_t{r0} * d_;
-    const float* k = kt_ + j0;
-    for (int64_t c = 0; c < d_; ++c) {
-      const V ka = Ops::load(k + c * T);
-      const V kb = Ops::load(k + c * T + L);
+    broadcast_fma<NR>(acc, q_ + int64_t{r0} * d_, d_, kt_ + j0, T, 0, d_);
+    store_rows<NR>(acc, pr_ + int64_t{r0} * T + j0, T);
+  }
+
+  // The block both products share: acc[r] += a[r][i] b_i over i in [i0, i1), for NR rows
+  // a[r] (a_stride apart) and 16-float vectors b_i (b_stride apart): per i 2 loads, NR
+  // broadcasts and 2 NR FMAs, no reductions.
+  template <int NR>
+  [[gnu::always_inline]] static void broadcast_fma(V (&acc)[NR][2], const float* a,
+                                                   int64_t a_stride, const float* b,
+                                                   int64_t b_stride, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const V ba = Ops::load(b + i * b_stride);
+      const V bb = Ops::load(b + i * b_stride + L);
 #pragma GCC unroll 6
       for (int r = 0; r < NR; ++r) {
-        const V qb = Ops::set1(q[r * d_ + c]);
-        acc[r][0] = Ops::fmadd(qb, ka, acc[r][0]);
-        acc[r][1] = Ops::fmadd(qb, kb, acc[r][1]);
+        const V ab = Ops::set1(a[r * a_stride + i]);
+        acc[r][0] = Ops::fmadd(ab, ba, acc[r][0]);
+        acc[r][1] = Ops::fmadd(ab, bb, acc[r][1]);
       }
     }
+  }
+
+  // The NR rows of 16 floats in acc to out (rows stride apart).
+  template <int NR>
+  [[gnu::always_inline]] static void store_rows(const V (&acc)[NR][2], float* out, int64_t stride) {
 #pragma GCC unroll 6
     for (int r = 0; r < NR; ++r) {
-      float* srow = pr_ + int64_t{r0 + r} * T + j0;
-      Ops::store(srow, acc[r][0]);
-      Ops::store(srow + L, acc[r][1]);
+      Ops::store(out + r * stride, acc[r][0]);
+      Ops::store(out + r * stride + L, acc[r][1]);
     }
   }
 
@@ -285,24 +298,8 @@ class OuterProductKernel {
       acc[r][0] = Ops::mul(Ops::load(orow), a);
       acc[r][1] = Ops::mul(Ops::load(orow + L), a);
     }
-    const float* p = pr_ + int64_t{r0} * T;
-    for (int64_t j = jb; j < je; ++j) {
-      const float* vrow = vt_ + j * dv_ + c0;
-      const V va = Ops::load(vrow);
-      const V vb = Ops::load(vrow + L);
-#pragma GCC unroll 6
-      for (int r = 0; r < NR; ++r) {
-        const V pb = Ops::set1(p[r * T + j]);
-        acc[r][0] = Ops::fmadd(pb, va, acc[r][0]);
-        acc[r][1] = Ops::fmadd(pb, vb, acc[r][1]);
-      }
-    }
-#pragma GCC unroll 6
-    for (int r = 0; r < NR; ++r) {
-      float* orow = o_ + int64_t{r0 + r} * dv_ + c0;
-      Ops::store(orow, acc[r][0]);
-      Ops::store(orow + L, acc[r][1]);
-    }
+    broadcast_fma<NR>(acc, pr_ + int64_t{r0} * T, T, vt_ + c0, dv_, jb, je);
+    store_rows<NR>(acc, o_ + int64_t{r0} * dv_ + c0, dv_);
   }
 
   const attnkit::PagedAttentionParams& p_;
