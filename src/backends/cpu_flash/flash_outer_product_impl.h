@@ -120,7 +120,7 @@ class OuterProductKernel {
     const Storage* kp[T];
     const Storage* vp[T];
     locate_key_rows(p_, seq, kv_head, k0, n, kp, vp);
-    const int64_t groups = (n + 15) / 16 * 2;  // 8-key groups score_block reads
+    const int64_t groups = int64_t{(n + 15) / 16} * 2;  // 8-key groups score_block reads
     for (int64_t g = 0; g < groups; ++g) {
       for (int64_t c = 0; c < d_; c += L) {
         V x[L];
@@ -258,7 +258,7 @@ class OuterProductKernel {
       }
       V s[T / L];
       V mx = Ops::set1(kNegInf);
-      for (int v = jb / L; v < je / L; ++v) {
+      for (int64_t v = jb / L; v < je / L; ++v) {
         V x = Ops::mul(Ops::load(prow + v * L), vscale);
         if (p_.soft_cap > 0.0f) {
           const V cap = Ops::set1(p_.soft_cap);
@@ -274,7 +274,7 @@ class OuterProductKernel {
       const float m_new = std::max(m_old, Ops::hmax(mx));
       const V base = Ops::set1(m_new);
       V sum = Ops::zero();
-      for (int v = jb / L; v < je / L; ++v) {
+      for (int64_t v = jb / L; v < je / L; ++v) {
         const V pv = Ops::exp(Ops::sub(s[v], base));
         Ops::store(prow + v * L, pv);
         sum = Ops::add(sum, pv);

@@ -121,17 +121,17 @@ struct Ops {
   // Transposes the 8 x 8 block r in place: lane j of r[i] becomes lane i of r[j].
   static void transpose8(V* r) {
     V t[8], u[8];
-    for (int i = 0; i < 4; ++i) {
+    for (int64_t i = 0; i < 4; ++i) {
       t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
-    for (int i = 0; i < 8; i += 4) {
+    for (int64_t i = 0; i < 8; i += 4) {
       u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
       u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
       u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
       u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int64_t i = 0; i < 4; ++i) {
       r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
       r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
     }
