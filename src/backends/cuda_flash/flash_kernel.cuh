@@ -112,7 +112,7 @@ struct FlashKvConfig : C {
   // fp8 decode: fragments built in registers from the staged bytes (Fp8Fragments).
   static constexpr bool kFp8Fragments = kFp8 && C::WARPS_M == 1 && C::WM == 1 && C::kQInRegs;
   // fp8 tiles are half the bytes: more stages keep more of them in flight.
-  static constexpr int STAGES = !kFp8 || C::WARPS_M != 1 ? C::STAGES
+  static constexpr int STAGES = !kFp8Fragments ? C::STAGES
                                 : ATTNKIT_FLASH_FP8_DECODE_STAGES > 0
                                     ? ATTNKIT_FLASH_FP8_DECODE_STAGES
                                     : 2 * C::STAGES;
