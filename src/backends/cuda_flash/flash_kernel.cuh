@@ -40,6 +40,7 @@
 #include "backends/cuda_flash/flash_split_merge.cuh"
 #include "backends/cuda_flash/flash_trace.cuh"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/fast_divmod.h"
 #include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 
@@ -223,6 +224,7 @@ struct FlashKvTileLoader {
 
   const PagedAttentionParams& p;
   int kv_begin, kv_end;
+  FastDivmod block_div;  // by p.block_size (1 in contiguous mode, where it is unused)
   int key_in_pass;
   uint32_t dst_row, dst_xor;
   const KV* k_base;
@@ -234,7 +236,10 @@ struct FlashKvTileLoader {
   __device__ __forceinline__ FlashKvTileLoader(const PagedAttentionParams& params,
                                                const CudaWorkItem& item, int kv_head, int tid,
                                                uint32_t s_kv)
-      : p(params), kv_begin(item.kv_begin), kv_end(item.kv_end) {
+      : p(params),
+        kv_begin(item.kv_begin),
+        kv_end(item.kv_end),
+        block_div(params.block_table != nullptr ? params.block_size : 1) {
     const int sub = tid % kThreadsPerKey;
     // Warp-private: warp w (= wn, WARPS_M is 1) copies keys [w * kWarpKeys, +kWarpKeys).
     key_in_pass = kWarpPrivate ? (tid / 32) * C::kWarpKeys + (tid % 32) / kThreadsPerKey
@@ -260,7 +265,8 @@ struct FlashKvTileLoader {
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int kpos = kv_begin + tile * C::BN + pass * kKeysPerPass + key_in_pass;
-      blocks[pass] = block_row != nullptr && kpos < kv_end ? block_row[kpos / p.block_size] : 0;
+      blocks[pass] =
+          block_row != nullptr && kpos < kv_end ? block_row[block_div.quotient(kpos)] : 0;
     }
   }
 
@@ -277,7 +283,7 @@ struct FlashKvTileLoader {
       if (kpos < kv_end) {
         if (block_row != nullptr) {
           const int64_t block = blocks[pass];
-          const int64_t slot = kpos % p.block_size;
+          const int64_t slot = block_div.remainder(kpos, block_div.quotient(kpos));
           k_off = block * p.k_block_stride + slot * p.k_token_stride;
           v_off = block * p.v_block_stride + slot * p.v_token_stride;
         } else {

@@ -87,6 +87,7 @@ struct MlaTileSteps {
   T* s_p;
   float* s_alpha;
   int seq, kv_begin, kv_end;
+  cuda::FastDivmod block_div;  // by p.block_size (1 in contiguous mode, where it is unused)
   int lane, warp;
   float scale_log2;
   // Tile loader: kThreadsPerKey consecutive threads share one key (one block-table lookup)
@@ -111,6 +112,7 @@ struct MlaTileSteps {
         seq(item.seq),
         kv_begin(item.kv_begin),
         kv_end(item.kv_end),
+        block_div(params.block_table != nullptr ? params.block_size : 1),
         lane(tid & 31),
         warp(tid >> 5),
         scale_log2(scale_log2_) {
@@ -133,7 +135,8 @@ struct MlaTileSteps {
     const int kpos = kv_begin + tile * BN + my_key;
     in_range = kpos < kv_end;
     const KV* base = static_cast<const KV*>(p.k_cache);
-    return in_range ? base + cuda::kv_token_offset(p, seq, kpos, p.k_block_stride, p.k_token_stride)
+    return in_range ? base + cuda::kv_token_offset(p, block_div, seq, kpos, p.k_block_stride,
+                                                   p.k_token_stride)
                     : base;
   }
 

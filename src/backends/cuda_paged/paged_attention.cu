@@ -101,14 +101,16 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   // The copying lane's key of the next K tile to issue, located one tile ahead (the
   // block-table read is then not a round trip in front of the copies), and the V row of
   // the last K tile issued (its V tile is the next load).
-  KeySlot next_key = my_tiles > 0 ? locate_key(p, item, tile_start(0) + copy_key) : KeySlot{-1, 0};
+  const FastDivmod block_div(p.block_table != nullptr ? p.block_size : 1);
+  KeySlot next_key =
+      my_tiles > 0 ? locate_key(p, block_div, item, tile_start(0) + copy_key) : KeySlot{-1, 0};
   int64_t pending_v = -1;
   auto issue = [&](int j) {
     const uint32_t stage = ring + (j % kStages) * shape.stage_bytes;
     if ((j & 1) == 0) {
       const RowOffsets rows_at = row_offsets(p, next_key, kv_head);
       const int t = j >> 1;
-      if (t + 1 < my_tiles) next_key = locate_key(p, item, tile_start(t + 1) + copy_key);
+      if (t + 1 < my_tiles) next_key = locate_key(p, block_div, item, tile_start(t + 1) + copy_key);
       pending_v = rows_at.v;
       copy_row<Kv>(p.k_cache, rows_at.k, stage, shape.k_stride * 16, copy_key, copy_swizzle,
                    copy_part, kGroups, shape.row_slots);

@@ -189,13 +189,15 @@ struct KeySlot {
   int block;
   int in_block;
 };
+// `block_div` divides by p.block_size.
 __device__ __forceinline__ KeySlot locate_key(const PagedAttentionParams& p,
-                                              const CudaWorkItem& item, int key) {
+                                              const FastDivmod& block_div, const CudaWorkItem& item,
+                                              int key) {
   if (key >= item.kv_end) return {-1, 0};
   if (p.block_table == nullptr) return {0, p.kv_start_loc[item.seq] + key};
-  const int block_index = key / p.block_size;
+  const int block_index = block_div.quotient(key);
   return {p.block_table[static_cast<int64_t>(item.seq) * p.block_table_stride + block_index],
-          key - block_index * p.block_size};
+          block_div.remainder(key, block_index)};
 }
 
 // Element offsets of a located key's K and V rows of this KV head (-1: not copied).

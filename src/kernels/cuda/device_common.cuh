@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "attnkit/kernels/paged_attention_params.h"
+#include "kernels/cuda/fast_divmod.h"
 
 namespace attnkit::cuda {
 
@@ -61,13 +62,16 @@ __device__ __forceinline__ float2 unpack2(uint32_t v) {
 }
 
 // Element offset of key position `kpos` of request `seq` (token part only; add the head
-// and dimension offsets). Paged: through the block table; contiguous: kv_start_loc row.
-__device__ __forceinline__ int64_t kv_token_offset(const PagedAttentionParams& p, int seq, int kpos,
+// and dimension offsets). Paged: through the block table (`block_div` divides by
+// p.block_size); contiguous: kv_start_loc row.
+__device__ __forceinline__ int64_t kv_token_offset(const PagedAttentionParams& p,
+                                                   const FastDivmod& block_div, int seq, int kpos,
                                                    int64_t block_stride, int64_t token_stride) {
   if (p.block_table != nullptr) {
-    const int block =
-        p.block_table[static_cast<int64_t>(seq) * p.block_table_stride + kpos / p.block_size];
-    return block * block_stride + static_cast<int64_t>(kpos % p.block_size) * token_stride;
+    const int index = block_div.quotient(kpos);
+    const int block = p.block_table[static_cast<int64_t>(seq) * p.block_table_stride + index];
+    return block * block_stride +
+           static_cast<int64_t>(block_div.remainder(kpos, index)) * token_stride;
   }
   return static_cast<int64_t>(p.kv_start_loc[seq] + kpos) * token_stride;
 }
