@@ -385,7 +385,7 @@ def main() -> int:
     if args.jit_only:
         k, n = (int(v) for v in args.jit_only.split("/"))
         work = [(small(s), name, make) for s in SHAPES for name, make in peers(with_fi).items()
-                if name.startswith("FlashInfer")]
+                if name.startswith("FlashInfer") and args.only in s.name()]
         for i, (s, name, make) in enumerate(work):
             if i % n == k:
                 r = measure(s, name, make, jit_only=True)
