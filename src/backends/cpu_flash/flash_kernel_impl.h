@@ -164,22 +164,37 @@ class ItemKernel {
     for (int kt = k_begin; kt < k_end; kt += L) {
       const int n = std::min(L, k_end - kt);
       const int pf_kt = kt + prefetch_tiles_ * L;
+      const int npf = pf_kt < k_end ? std::min(L, k_end - pf_kt) : 0;
+      // The rows of a later tile, prefetched line by line inside the loops below.
+      const bool prefetch_in_loops = kDot || direct_decode(rows);
+      // The block table is read once per tile, for the item's first KV head; another head's
+      // rows are those rows moved by its head stride (the same token slots).
+      locate_keys(seq, it.kv_head, kt, n, kp_first_, vp_first_);
+      if (prefetch_in_loops && npf > 0) {
+        locate_keys(seq, it.kv_head, pf_kt, npf, kpf_first_, vpf_first_);
+      }
       // A head-packed item visits the tile of every head in turn, so together they read
       // each block of the cache whole.
       for (int h = 0; h < heads; ++h) {
         const int kv_head = it.kv_head + h;
         select_head(h, rows);
-        if (kDot || direct_decode(rows)) {
-          // The rows of a later tile, prefetched line by line inside the loops below.
-          npf_ = pf_kt < k_end ? std::min(L, k_end - pf_kt) : 0;
-          if (npf_ > 0) locate_keys(seq, kv_head, pf_kt, npf_, kpf_, vpf_);
+        const int64_t kh = int64_t{h} * p_.k_head_stride, vh = int64_t{h} * p_.v_head_stride;
+        if (prefetch_in_loops) {
+          npf_ = npf;
+          for (int j = 0; j < npf; ++j) {
+            kpf_[j] = kpf_first_[j] + kh;
+            vpf_[j] = vpf_first_[j] + vh;
+          }
         } else {
           npf_ = 0;
           // Paged rows of one head are strided across pages, which the hardware
           // prefetchers do not follow, so without this each tile waits on memory.
-          if (pf_kt < k_end) prefetch_keys(seq, kv_head, pf_kt, std::min(L, k_end - pf_kt));
+          if (npf > 0) prefetch_keys(seq, kv_head, pf_kt, npf);
         }
-        locate_keys(seq, kv_head, kt, n, kp_, vp_);
+        for (int j = 0; j < n; ++j) {
+          kp_[j] = kp_first_[j] + kh;
+          vp_[j] = vp_first_[j] + vh;
+        }
         scores_and_softmax(rows, kt, n, k_begin, k_end);
         accumulate_values(rows, n);
       }
@@ -885,6 +900,12 @@ class ItemKernel {
   attnkit::KeySpan* intervals_;  // [tokens] visible keys of each query token of the item
   const Storage* kp_[L];
   const Storage* vp_[L];
+  // The current and the prefetched tile's rows of the item's first KV head (kp_, vp_, kpf_
+  // and vpf_ are these moved by the selected head's stride).
+  const Storage* kp_first_[L];
+  const Storage* vp_first_[L];
+  const Storage* kpf_first_[L];
+  const Storage* vpf_first_[L];
   // Rows of the tile prefetch_tiles_ ahead that the loops prefetch line by line (bf16-dot
   // and direct_decode paths), npf_ of them; npf_ = 0 on the other paths.
   const Storage* kpf_[L];
