@@ -164,22 +164,37 @@ class ItemKernel {
     for (int kt = k_begin; kt < k_end; kt += L) {
       const int n = std::min(L, k_end - kt);
       const int pf_kt = kt + prefetch_tiles_ * L;
+      const int npf = pf_kt < k_end ? std::min(L, k_end - pf_kt) : 0;
+      // The rows of a later tile, prefetched line by line inside the loops below.
+      const bool prefetch_in_loops = kDot || direct_decode(rows);
+      // The block table is read once per tile, for the item's first KV head; another head's
+      // rows are those rows moved by its head stride (the same token slots).
+      locate_keys(seq, it.kv_head, kt, n, kp_first_, vp_first_);
+      if (prefetch_in_loops && npf > 0) {
+        locate_keys(seq, it.kv_head, pf_kt, npf, kpf_first_, vpf_first_);
+      }
       // A head-packed item visits the tile of every head in turn, so together they read
       // each block of the cache whole.
       for (int h = 0; h < heads; ++h) {
         const int kv_head = it.kv_head + h;
         select_head(h, rows);
-        if (kDot || direct_decode(rows)) {
-          // The rows of a later tile, prefetched line by line inside the loops below.
-          npf_ = pf_kt < k_end ? std::min(L, k_end - pf_kt) : 0;
-          if (npf_ > 0) locate_keys(seq, kv_head, pf_kt, npf_, kpf_, vpf_);
+        const int64_t kh = int64_t{h} * p_.k_head_stride, vh = int64_t{h} * p_.v_head_stride;
+        if (prefetch_in_loops) {
+          npf_ = npf;
+          for (int j = 0; j < npf; ++j) {
+            kpf_[j] = kpf_first_[j] + kh;
+            vpf_[j] = vpf_first_[j] + vh;
+          }
         } else {
           npf_ = 0;
           // Paged rows of one head are strided across pages, which the hardware
           // prefetchers do not follow, so without this each tile waits on memory.
-          if (pf_kt < k_end) prefetch_keys(seq, kv_head, pf_kt, std::min(L, k_end - pf_kt));
+          if (npf > 0) prefetch_keys(seq, kv_head, pf_kt, npf);
         }
-        locate_keys(seq, kv_head, kt, n, kp_, vp_);
+        for (int j = 0; j < n; ++j) {
+          kp_[j] = kp_first_[j] + kh;
+          vp_[j] = vp_first_[j] + vh;
+        }
         scores_and_softmax(rows, kt, n, k_begin, k_end);
         accumulate_values(rows, n);
       }
@@ -355,41 +370,69 @@ class ItemKernel {
   // transpose-add tree. Without a converted tile no K row is stored and reloaded, and both
   // keys' first cache lines are requested together.
   void qk_direct(int r0, int rows, int kt, int n, int k_begin, int k_end) {
+    switch (rows) {
+      case 1:
+        return qk_direct_rows<1>(r0, kt, n, k_begin, k_end);
+      case 2:
+        return qk_direct_rows<2>(r0, kt, n, k_begin, k_end);
+      case 3:
+        return qk_direct_rows<3>(r0, kt, n, k_begin, k_end);
+      default:
+        return qk_direct_rows<4>(r0, kt, n, k_begin, k_end);
+    }
+  }
+
+  // Cache-line starts per K or V row of the direct decode path's loops: the elements of one
+  // 64-byte line.
+  static constexpr int64_t kLineElems = 64 / kStorageBytes;
+
+  // qk_direct for a row count known at compile time. Its loop over the head dimension is the
+  // decode path's hottest: with the row count a constant it holds no per-row tests, and
+  // the prefetch of the later tile's keys (first row block only, one line per key and line
+  // of the head dimension) is one unconditional instruction per line, aimed at the current
+  // row when there is nothing to prefetch (a line the loop is about to read anyway).
+  template <int kRows>
+  void qk_direct_rows(int r0, int kt, int n, int k_begin, int k_end) {
     // Zeroed with vector stores: `= {}` compiled to a `rep stos`, slow to start for 128 bytes
     // (4% of the AVX2 decode profile).
     alignas(64) float sc[4][L];
     for (auto& row : sc) Ops::store(row, Ops::zero());
+    const float* q = q_ + int64_t{r0} * d_;
+    const int64_t d = d_;
     for (int j0 = 0; j0 < n; j0 += 2) {
       const Storage* ka = kp_[j0];
       const Storage* kb = j0 + 1 < n ? kp_[j0 + 1] : kp_[j0];
-      V acc[8];
+      const Storage* pa = r0 == 0 && j0 < npf_ ? kpf_[j0] : ka;
+      const Storage* pb = r0 == 0 && j0 + 1 < npf_ ? kpf_[j0 + 1] : kb;
+      V acc[2 * kRows];
       for (V& a : acc) a = Ops::zero();
-      for (int c = 0; c < d_; c += L) {
-        // The first row block also prefetches (into L2) the same line of keys j0 and j0+1
-        // of the tile prefetch_tiles_ ahead, when c starts a new line of the row.
-        if (r0 == 0 && (int64_t{c} * kStorageBytes) % 64 == 0) {
-          if (j0 < npf_) attnkit::cpu::prefetch_l2(kpf_[j0] + c);
-          if (j0 + 1 < npf_) attnkit::cpu::prefetch_l2(kpf_[j0 + 1] + c);
-        }
-        const V a = Ops::load_f32(Kv{}, ka + c);
-        const V b = Ops::load_f32(Kv{}, kb + c);
+      for (int64_t line = 0; line < d; line += kLineElems) {
+        attnkit::cpu::prefetch_l2(pa + line);
+        attnkit::cpu::prefetch_l2(pb + line);
+        const int64_t line_end = std::min(line + kLineElems, d);
+        for (int64_t c = line; c < line_end; c += L) {
+          const V a = Ops::load_f32(Kv{}, ka + c);
+          const V b = Ops::load_f32(Kv{}, kb + c);
 #pragma GCC unroll 4
-        for (int64_t rr = 0; rr < 4; ++rr) {
-          if (rr < rows) {
-            const V qv = Ops::load(q_ + (r0 + rr) * d_ + c);
+          for (int64_t rr = 0; rr < kRows; ++rr) {
+            const V qv = Ops::load(q + rr * d + c);
             acc[2 * rr] = Ops::fmadd(qv, a, acc[2 * rr]);
             acc[2 * rr + 1] = Ops::fmadd(qv, b, acc[2 * rr + 1]);
           }
         }
       }
+      V all[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) all[i] = i < 2 * kRows ? acc[i] : Ops::zero();
       alignas(32) float folded[L];
-      Ops::store(folded, Ops::reduce_lanes(acc));  // lane 2r + k: row r, key j0 + k
-      for (int64_t rr = 0; rr < rows; ++rr) {
+      Ops::store(folded, Ops::reduce_lanes(all));  // lane 2r + k: row r, key j0 + k
+#pragma GCC unroll 4
+      for (int64_t rr = 0; rr < kRows; ++rr) {
         sc[rr][j0] = folded[2 * rr];
         if (j0 + 1 < n) sc[rr][j0 + 1] = folded[2 * rr + 1];
       }
     }
-    for (int rr = 0; rr < rows; ++rr) {
+    for (int rr = 0; rr < kRows; ++rr) {
       softmax_row(r0 + rr, Ops::load(sc[rr]), kt, n, k_begin, k_end);
     }
   }
@@ -614,31 +657,27 @@ class ItemKernel {
   // o[r] = alpha[r] o[r] + sum_j p[r][j] v_j for rows r0 .. r0+nr-1 (nr <= 4) and value
   // vectors c0 .. c0+NC-1. kFromTile: values come from the fp32 tile vf_ (or directly from
   // an fp32 cache), else they are converted from the cache in registers.
-  template <int NC, bool kFromTile>
-  void update_block(int r0, int nr, int c0, int n) {
-    V acc[4][NC];
+  template <int NC, bool kFromTile, int kRows>
+  void update_block(int r0, int c0, int n) {
+    V acc[kRows][NC];
 #pragma GCC unroll 4
-    for (int rr = 0; rr < 4; ++rr) {
-      if (rr < nr) {
-        const V a = Ops::set1(alpha_[r0 + rr]);
-        const float* orow = o_ + int64_t{r0 + rr} * dv_ + int64_t{c0} * L;
+    for (int rr = 0; rr < kRows; ++rr) {
+      const V a = Ops::set1(alpha_[r0 + rr]);
+      const float* orow = o_ + int64_t{r0 + rr} * dv_ + int64_t{c0} * L;
 #pragma GCC unroll 4
-        for (int64_t cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
-      } else {
-#pragma GCC unroll 4
-        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::zero();
-      }
+      for (int64_t cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::mul(Ops::load(orow + cc * L), a);
     }
+    // Without a value tile, the first row block also prefetches (into L2) the lines that
+    // start in its columns of value row j of the tile prefetch_tiles_ ahead; rows past npf_
+    // aim at row j itself, which the loop reads anyway, so the loop holds no test.
+    const int64_t col_bytes = int64_t{c0} * L * kStorageBytes;
+    const int64_t pf_end = !kFromTile && r0 == 0 ? col_bytes + int64_t{NC} * L * kStorageBytes : 0;
+    const int64_t pf_begin = (col_bytes + 63) / 64 * 64;
+    const float* pr = pr_ + int64_t{r0} * attnkit::cpu::kMaxTileKeys;
     for (int j = 0; j < n; ++j) {
       if constexpr (!kFromTile) {
-        // The first row block also prefetches (into L2) the lines that start in its columns
-        // of value row j of the tile prefetch_tiles_ ahead.
-        if (r0 == 0 && j < npf_) {
-          const char* row = reinterpret_cast<const char*>(vpf_[j]);
-          const int64_t end = int64_t{c0 + NC} * L * kStorageBytes;
-          for (int64_t b = (int64_t{c0} * L * kStorageBytes + 63) / 64 * 64; b < end; b += 64)
-            attnkit::cpu::prefetch_l2(row + b);
-        }
+        const char* row = reinterpret_cast<const char*>(j < npf_ ? vpf_[j] : vp_[j]);
+        for (int64_t b = pf_begin; b < pf_end; b += 64) attnkit::cpu::prefetch_l2(row + b);
       }
       V vv[NC];
 #pragma GCC unroll 4
@@ -650,45 +689,60 @@ class ItemKernel {
         }
       }
 #pragma GCC unroll 4
-      for (int rr = 0; rr < 4; ++rr) {
-        if (rr < nr) {
-          const V pb = Ops::set1(pr_[int64_t{r0 + rr} * attnkit::cpu::kMaxTileKeys + j]);
+      for (int64_t rr = 0; rr < kRows; ++rr) {
+        const V pb = Ops::set1(pr[rr * attnkit::cpu::kMaxTileKeys + j]);
 #pragma GCC unroll 4
-          for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::fmadd(pb, vv[cc], acc[rr][cc]);
-        }
+        for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::fmadd(pb, vv[cc], acc[rr][cc]);
       }
     }
 #pragma GCC unroll 4
-    for (int rr = 0; rr < 4; ++rr) {
-      if (rr < nr) {
-        float* orow = o_ + int64_t{r0 + rr} * dv_ + int64_t{c0} * L;
+    for (int rr = 0; rr < kRows; ++rr) {
+      float* orow = o_ + int64_t{r0 + rr} * dv_ + int64_t{c0} * L;
 #pragma GCC unroll 4
-        for (int64_t cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
-      }
+      for (int64_t cc = 0; cc < NC; ++cc) Ops::store(orow + cc * L, acc[rr][cc]);
+    }
+  }
+
+  // Rows r0 .. r0+kRows-1 (kRows <= 4) of update_rows: blocks of kRows rows x
+  // Ops::kValueBlock vectors (AVX2: 4 x 2, so 8 accumulators, the value vectors and a
+  // broadcast fit its 16 registers), then the remainder. The row count is a constant so the
+  // key loop holds no per-row tests.
+  template <bool kFromTile, int kRows>
+  void update_row_block(int r0, int n) {
+    const int vecs = dv_ / L;
+    int c0 = 0;
+    constexpr int kBlock = Ops::kValueBlock;
+    for (; c0 + kBlock <= vecs; c0 += kBlock) update_block<kBlock, kFromTile, kRows>(r0, c0, n);
+    switch (vecs - c0) {
+      case 3:
+        update_block<3, kFromTile, kRows>(r0, c0, n);
+        break;
+      case 2:
+        update_block<2, kFromTile, kRows>(r0, c0, n);
+        break;
+      case 1:
+        update_block<1, kFromTile, kRows>(r0, c0, n);
+        break;
+      default:
+        break;
     }
   }
 
   template <bool kFromTile>
   void update_rows(int rows, int n) {
-    const int vecs = dv_ / L;
     for (int r0 = 0; r0 < rows; r0 += 4) {
-      const int nr = std::min(4, rows - r0);
-      int c0 = 0;
-      // Blocks of 4 rows x Ops::kValueBlock vectors (AVX2: 4 x 2, so 8 accumulators, the
-      // value vectors and a broadcast fit its 16 registers), then the remainder.
-      constexpr int kBlock = Ops::kValueBlock;
-      for (; c0 + kBlock <= vecs; c0 += kBlock) update_block<kBlock, kFromTile>(r0, nr, c0, n);
-      switch (vecs - c0) {
-        case 3:
-          update_block<3, kFromTile>(r0, nr, c0, n);
+      switch (std::min(4, rows - r0)) {
+        case 1:
+          update_row_block<kFromTile, 1>(r0, n);
           break;
         case 2:
-          update_block<2, kFromTile>(r0, nr, c0, n);
+          update_row_block<kFromTile, 2>(r0, n);
           break;
-        case 1:
-          update_block<1, kFromTile>(r0, nr, c0, n);
+        case 3:
+          update_row_block<kFromTile, 3>(r0, n);
           break;
         default:
+          update_row_block<kFromTile, 4>(r0, n);
           break;
       }
     }
@@ -846,6 +900,12 @@ class ItemKernel {
   attnkit::KeySpan* intervals_;  // [tokens] visible keys of each query token of the item
   const Storage* kp_[L];
   const Storage* vp_[L];
+  // The current and the prefetched tile's rows of the item's first KV head (kp_, vp_, kpf_
+  // and vpf_ are these moved by the selected head's stride).
+  const Storage* kp_first_[L];
+  const Storage* vp_first_[L];
+  const Storage* kpf_first_[L];
+  const Storage* vpf_first_[L];
   // Rows of the tile prefetch_tiles_ ahead that the loops prefetch line by line (bf16-dot
   // and direct_decode paths), npf_ of them; npf_ = 0 on the other paths.
   const Storage* kpf_[L];
