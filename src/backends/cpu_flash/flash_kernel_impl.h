@@ -5,7 +5,8 @@
 // has internal per-ISA identity and the code for one ISA never leaks into another.
 //
 // One work item (see flash_plan.h) = R rows (query tokens of a tile x query heads of one KV
-// head) over a key range. Keys are visited in tiles of Ops::kLanes keys:
+// head) over a key range. Keys are visited in tiles of Ops::kLanes keys (16, two vectors,
+// on the 8-lane direct decode path: kDirectTileKeys):
 //   1. scores: for each row, kLanes dot products q . k_j accumulated along the head
 //      dimension, folded into one vector (lane j = key j) by Ops::reduce_lanes;
 //      scale, soft-cap and mask are applied to that vector;
@@ -163,10 +164,11 @@ class ItemKernel {
     // (the first row's begin to the last row's end, see visible_keys_of_rows).
     const int k_begin = std::max(it.k_begin, intervals_[0].begin);
     const int k_end = std::min(it.k_end, intervals_[tokens - 1].end);
-    for (int kt = k_begin; kt < k_end; kt += L) {
-      const int n = std::min(L, k_end - kt);
-      const int pf_kt = kt + prefetch_tiles_ * L;
-      const int npf = pf_kt < k_end ? std::min(L, k_end - pf_kt) : 0;
+    const int tile_keys = direct_decode(rows) ? kDirectTileKeys : L;
+    for (int kt = k_begin; kt < k_end; kt += tile_keys) {
+      const int n = std::min(tile_keys, k_end - kt);
+      const int pf_kt = kt + prefetch_tiles_ * tile_keys;
+      const int npf = pf_kt < k_end ? std::min(tile_keys, k_end - pf_kt) : 0;
       // The rows of a later tile, prefetched line by line inside the loops below.
       const bool prefetch_in_loops = kDot || direct_decode(rows);
       // The block table is read once per tile, for the item's first KV head; another head's
@@ -251,6 +253,11 @@ class ItemKernel {
   static constexpr bool direct_decode(int rows) {
     return !kDot && L == 8 && !std::is_same_v<Kv, attnkit::cpu::KvF32> && rows <= 8;
   }
+  // Keys per tile of the direct decode path: two vectors of 8 lanes, so the softmax
+  // bookkeeping of each row and the reload, rescale and store of its output accumulator
+  // come once per 16 keys.
+  static constexpr int kDirectTileKeys = attnkit::cpu::kMaxTileKeys;
+  static_assert(kDirectTileKeys == 2 * 8);
 
   // A bf16 cache on AVX2 widens its rows on the direct decode path in the split column
   // order of Ops::load_bf16_split (even then odd elements of every 16), half the
@@ -424,8 +431,11 @@ class ItemKernel {
   void qk_direct_rows(int r0, int kt, int n, int k_begin, int k_end) {
     // Zeroed with vector stores: `= {}` compiled to a `rep stos`, slow to start for 128 bytes
     // (4% of the AVX2 decode profile).
-    alignas(64) float sc[4][L];
-    for (auto& row : sc) Ops::store(row, Ops::zero());
+    alignas(64) float sc[4][kDirectTileKeys];
+    for (auto& row : sc) {
+      Ops::store(row, Ops::zero());
+      Ops::store(row + L, Ops::zero());
+    }
     const float* q = q_ + int64_t{r0} * d_;
     const int64_t d = d_;
     for (int j0 = 0; j0 < n; j0 += 2) {
@@ -479,7 +489,7 @@ class ItemKernel {
       }
     }
     for (int rr = 0; rr < kRows; ++rr) {
-      softmax_row(r0 + rr, Ops::load(sc[rr]), kt, n, k_begin, k_end);
+      softmax_row16(r0 + rr, Ops::load(sc[rr]), Ops::load(sc[rr] + L), kt, n, k_begin, k_end);
     }
   }
 
@@ -551,6 +561,41 @@ class ItemKernel {
       Ops::store(prow, pv);
     }
     l_[r] = l_[r] * alpha + Ops::hsum(pv);
+    m_[r] = m_new;
+    alpha_[r] = alpha;
+  }
+
+  // softmax_row for the 16-key tiles of the direct decode path (L = 8): lo holds the dot
+  // products of keys kt .. kt+7, hi those of kt+8 .. kt+15.
+  void softmax_row16(int r, V lo, V hi, int kt, int n, int k_begin, int k_end) {
+    const KeyRange kr = key_range(r, kt, n, k_begin, k_end);
+    float* prow = pr_ + int64_t{r} * attnkit::cpu::kMaxTileKeys;
+    if (kr.empty()) {  // this row sees no key of the tile
+      Ops::store(prow, Ops::zero());
+      Ops::store(prow + L, Ops::zero());
+      alpha_[r] = 1.0f;
+      return;
+    }
+    const V scale = Ops::set1(score_scale_);
+    V s[2] = {Ops::mul(lo, scale), Ops::mul(hi, scale)};
+    for (int i = 0; i < 2; ++i) {
+      if (p_.soft_cap > 0.0f) {
+        const V cap = Ops::set1(p_.soft_cap);
+        s[i] = Ops::mul(cap, Ops::tanh(Ops::mul(s[i], Ops::set1(1.0f / p_.soft_cap))));
+      }
+      if (kr.begin > 0 || kr.end < 2 * L) {
+        s[i] = Ops::mask_range(s[i], kr.begin - i * L, kr.end - i * L);
+      }
+    }
+    const float m_old = m_[r];
+    const float m_new = std::max(m_old, Ops::hmax(Ops::max(s[0], s[1])));
+    const V base = Ops::set1(m_new);
+    const V p0 = Ops::exp(Ops::sub(s[0], base));
+    const V p1 = Ops::exp(Ops::sub(s[1], base));
+    const float alpha = m_new == m_old ? 1.0f : std::exp(m_old - m_new);
+    Ops::store(prow, p0);
+    Ops::store(prow + L, p1);
+    l_[r] = l_[r] * alpha + Ops::hsum(Ops::add(p0, p1));
     m_[r] = m_new;
     alpha_[r] = alpha;
   }
@@ -981,18 +1026,18 @@ class ItemKernel {
   float score_scale_ = 1.0f;
   attnkit::MaskRule mask_;
   attnkit::KeySpan* intervals_;  // [tokens] visible keys of each query token of the item
-  const Storage* kp_[L];
-  const Storage* vp_[L];
+  const Storage* kp_[attnkit::cpu::kMaxTileKeys];
+  const Storage* vp_[attnkit::cpu::kMaxTileKeys];
   // The current and the prefetched tile's rows of the item's first KV head (kp_, vp_, kpf_
   // and vpf_ are these moved by the selected head's stride).
-  const Storage* kp_first_[L];
-  const Storage* vp_first_[L];
-  const Storage* kpf_first_[L];
-  const Storage* vpf_first_[L];
+  const Storage* kp_first_[attnkit::cpu::kMaxTileKeys];
+  const Storage* vp_first_[attnkit::cpu::kMaxTileKeys];
+  const Storage* kpf_first_[attnkit::cpu::kMaxTileKeys];
+  const Storage* vpf_first_[attnkit::cpu::kMaxTileKeys];
   // Rows of the tile prefetch_tiles_ ahead that the loops prefetch line by line (bf16-dot
   // and direct_decode paths), npf_ of them; npf_ = 0 on the other paths.
-  const Storage* kpf_[L];
-  const Storage* vpf_[L];
+  const Storage* kpf_[attnkit::cpu::kMaxTileKeys];
+  const Storage* vpf_[attnkit::cpu::kMaxTileKeys];
   int npf_ = 0;
   // Key tiles ahead whose rows the decode loops prefetch (into L2) while they work on the
   // current tile: decode_prefetch_tiles() (kernels/cpu/prefetch.h), per CPU vendor. Paged
@@ -1001,7 +1046,7 @@ class ItemKernel {
   // over the tile's loads (instead of one burst per tile) keeps the core's miss queue busy
   // without overflowing it.
   int prefetch_tiles_ = 4;
-  const float* vrow_[L];
+  const float* vrow_[attnkit::cpu::kMaxTileKeys];
   bool split_heads_ = false;  // kSplit, and both head sizes multiples of 16
   bool split_ = false;        // the current item's q and o rows are in the split column order
 };
