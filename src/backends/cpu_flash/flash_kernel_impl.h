@@ -146,7 +146,7 @@ class ItemKernel {
     const int rows = tokens * group_;
     const int64_t tok0 = p_.query_start_loc[seq] + it.q_begin;
     const int heads = it.num_kv_heads;
-    split_ = split_heads_ && direct_decode(rows);
+    split_ = kSplit && split_heads_ && direct_decode(rows);
     for (int h = 0; h < heads; ++h) {
       select_head(h, rows);
       load_queries(it.kv_head + h, tok0, rows);
@@ -205,7 +205,7 @@ class ItemKernel {
     }
     for (int h = 0; h < heads; ++h) {
       select_head(h, rows);
-      if (split_) {
+      if (kSplit && split_) {
         for (int r = 0; r < rows; ++r) from_split_order(o_ + int64_t{r} * dv_, dv_);
       }
       finish(it, h, tok0, rows);
@@ -240,7 +240,7 @@ class ItemKernel {
                     static_cast<size_t>(d_) * 2);
       } else {
         load_row_f32(p_.q_dtype, src, q_ + int64_t{r} * d_, d_);
-        if (split_) to_split_order(q_ + int64_t{r} * d_, d_);
+        if (kSplit && split_) to_split_order(q_ + int64_t{r} * d_, d_);
       }
     }
   }
@@ -1046,9 +1046,9 @@ class ItemKernel {
   // over the tile's loads (instead of one burst per tile) keeps the core's miss queue busy
   // without overflowing it.
   int prefetch_tiles_ = 4;
-  const float* vrow_[attnkit::cpu::kMaxTileKeys];
   bool split_heads_ = false;  // kSplit, and both head sizes multiples of 16
   bool split_ = false;        // the current item's q and o rows are in the split column order
+  const float* vrow_[attnkit::cpu::kMaxTileKeys];
 };
 
 // The split-KV merge pass.
