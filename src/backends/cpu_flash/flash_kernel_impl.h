@@ -5,7 +5,8 @@
 // has internal per-ISA identity and the code for one ISA never leaks into another.
 //
 // One work item (see flash_plan.h) = R rows (query tokens of a tile x query heads of one KV
-// head) over a key range. Keys are visited in tiles of Ops::kLanes keys:
+// head) over a key range. Keys are visited in tiles of Ops::kLanes keys (16, two vectors,
+// on the 8-lane direct decode path: kDirectTileKeys):
 //   1. scores: for each row, kLanes dot products q . k_j accumulated along the head
 //      dimension, folded into one vector (lane j = key j) by Ops::reduce_lanes;
 //      scale, soft-cap and mask are applied to that vector;
@@ -133,6 +134,7 @@ class ItemKernel {
     score_scale_ = p.scale * p.k_scale;
     prefetch_tiles_ = attnkit::cpu::decode_prefetch_tiles();
     mask_ = attnkit::mask_rule(p);
+    split_heads_ = kSplit && d_ % 16 == 0 && dv_ % 16 == 0;
     intervals_ = reinterpret_cast<attnkit::KeySpan*>(scratch + s.iv);
   }
 
@@ -144,6 +146,7 @@ class ItemKernel {
     const int rows = tokens * group_;
     const int64_t tok0 = p_.query_start_loc[seq] + it.q_begin;
     const int heads = it.num_kv_heads;
+    split_ = kSplit && split_heads_ && direct_decode(rows);
     for (int h = 0; h < heads; ++h) {
       select_head(h, rows);
       load_queries(it.kv_head + h, tok0, rows);
@@ -161,10 +164,11 @@ class ItemKernel {
     // (the first row's begin to the last row's end, see visible_keys_of_rows).
     const int k_begin = std::max(it.k_begin, intervals_[0].begin);
     const int k_end = std::min(it.k_end, intervals_[tokens - 1].end);
-    for (int kt = k_begin; kt < k_end; kt += L) {
-      const int n = std::min(L, k_end - kt);
-      const int pf_kt = kt + prefetch_tiles_ * L;
-      const int npf = pf_kt < k_end ? std::min(L, k_end - pf_kt) : 0;
+    const int tile_keys = direct_decode(rows) ? kDirectTileKeys : L;
+    for (int kt = k_begin; kt < k_end; kt += tile_keys) {
+      const int n = std::min(tile_keys, k_end - kt);
+      const int pf_kt = kt + prefetch_tiles_ * tile_keys;
+      const int npf = pf_kt < k_end ? std::min(tile_keys, k_end - pf_kt) : 0;
       // The rows of a later tile, prefetched line by line inside the loops below.
       const bool prefetch_in_loops = kDot || direct_decode(rows);
       // The block table is read once per tile, for the item's first KV head; another head's
@@ -201,6 +205,9 @@ class ItemKernel {
     }
     for (int h = 0; h < heads; ++h) {
       select_head(h, rows);
+      if (kSplit && split_) {
+        for (int r = 0; r < rows; ++r) from_split_order(o_ + int64_t{r} * dv_, dv_);
+      }
       finish(it, h, tok0, rows);
     }
   }
@@ -233,6 +240,7 @@ class ItemKernel {
                     static_cast<size_t>(d_) * 2);
       } else {
         load_row_f32(p_.q_dtype, src, q_ + int64_t{r} * d_, d_);
+        if (kSplit && split_) to_split_order(q_ + int64_t{r} * d_, d_);
       }
     }
   }
@@ -245,6 +253,19 @@ class ItemKernel {
   static constexpr bool direct_decode(int rows) {
     return !kDot && L == 8 && !std::is_same_v<Kv, attnkit::cpu::KvF32> && rows <= 8;
   }
+  // Keys per tile of the direct decode path: two vectors of 8 lanes, so the softmax
+  // bookkeeping of each row and the reload, rescale and store of its output accumulator
+  // come once per 16 keys.
+  static constexpr int kDirectTileKeys = attnkit::cpu::kMaxTileKeys;
+  static_assert(kDirectTileKeys == 2 * 8);
+
+  // A bf16 cache on AVX2 widens its rows on the direct decode path in the split column
+  // order of Ops::load_bf16_split (even then odd elements of every 16), half the
+  // instructions of widening in order. The item's q and o rows are kept in that order from
+  // load_queries to finish: the scores q . k do not depend on it, and o is put back in
+  // order once per item, before its rows are written.
+  static constexpr bool kSplit =
+      Ops::kHasBf16Split && !kDot && std::is_same_v<Kv, attnkit::cpu::KvBf16>;
 
   // Issues prefetches for every cache line of the K and V rows of keys kt .. kt+n-1.
   void prefetch_keys(int seq, int kv_head, int kt, int n) {
@@ -370,6 +391,20 @@ class ItemKernel {
   // transpose-add tree. Without a converted tile no K row is stored and reloaded, and both
   // keys' first cache lines are requested together.
   void qk_direct(int r0, int rows, int kt, int n, int k_begin, int k_end) {
+    if constexpr (kSplit) {
+      if (split_) {
+        switch (rows) {
+          case 1:
+            return qk_direct_rows<1, true>(r0, kt, n, k_begin, k_end);
+          case 2:
+            return qk_direct_rows<2, true>(r0, kt, n, k_begin, k_end);
+          case 3:
+            return qk_direct_rows<3, true>(r0, kt, n, k_begin, k_end);
+          default:
+            return qk_direct_rows<4, true>(r0, kt, n, k_begin, k_end);
+        }
+      }
+    }
     switch (rows) {
       case 1:
         return qk_direct_rows<1>(r0, kt, n, k_begin, k_end);
@@ -391,12 +426,16 @@ class ItemKernel {
   // the prefetch of the later tile's keys (first row block only, one line per key and line
   // of the head dimension) is one unconditional instruction per line, aimed at the current
   // row when there is nothing to prefetch (a line the loop is about to read anyway).
-  template <int kRows>
+  // kSplitOrder: K widened, and q stored, in the split column order (kSplit).
+  template <int kRows, bool kSplitOrder = false>
   void qk_direct_rows(int r0, int kt, int n, int k_begin, int k_end) {
     // Zeroed with vector stores: `= {}` compiled to a `rep stos`, slow to start for 128 bytes
     // (4% of the AVX2 decode profile).
-    alignas(64) float sc[4][L];
-    for (auto& row : sc) Ops::store(row, Ops::zero());
+    alignas(64) float sc[4][kDirectTileKeys];
+    for (auto& row : sc) {
+      Ops::store(row, Ops::zero());
+      Ops::store(row + L, Ops::zero());
+    }
     const float* q = q_ + int64_t{r0} * d_;
     const int64_t d = d_;
     for (int j0 = 0; j0 < n; j0 += 2) {
@@ -410,14 +449,31 @@ class ItemKernel {
         attnkit::cpu::prefetch_l2(pa + line);
         attnkit::cpu::prefetch_l2(pb + line);
         const int64_t line_end = std::min(line + kLineElems, d);
-        for (int64_t c = line; c < line_end; c += L) {
-          const V a = Ops::load_f32(Kv{}, ka + c);
-          const V b = Ops::load_f32(Kv{}, kb + c);
+        if constexpr (kSplitOrder) {
+          for (int64_t c = line; c < line_end; c += 2 * L) {
+            V a_even, a_odd, b_even, b_odd;
+            Ops::load_bf16_split(ka + c, a_even, a_odd);
+            Ops::load_bf16_split(kb + c, b_even, b_odd);
 #pragma GCC unroll 4
-          for (int64_t rr = 0; rr < kRows; ++rr) {
-            const V qv = Ops::load(q + rr * d + c);
-            acc[2 * rr] = Ops::fmadd(qv, a, acc[2 * rr]);
-            acc[2 * rr + 1] = Ops::fmadd(qv, b, acc[2 * rr + 1]);
+            for (int64_t rr = 0; rr < kRows; ++rr) {
+              const V q_even = Ops::load(q + rr * d + c);
+              const V q_odd = Ops::load(q + rr * d + c + L);
+              acc[2 * rr] = Ops::fmadd(q_even, a_even, acc[2 * rr]);
+              acc[2 * rr + 1] = Ops::fmadd(q_even, b_even, acc[2 * rr + 1]);
+              acc[2 * rr] = Ops::fmadd(q_odd, a_odd, acc[2 * rr]);
+              acc[2 * rr + 1] = Ops::fmadd(q_odd, b_odd, acc[2 * rr + 1]);
+            }
+          }
+        } else {
+          for (int64_t c = line; c < line_end; c += L) {
+            const V a = Ops::load_f32(Kv{}, ka + c);
+            const V b = Ops::load_f32(Kv{}, kb + c);
+#pragma GCC unroll 4
+            for (int64_t rr = 0; rr < kRows; ++rr) {
+              const V qv = Ops::load(q + rr * d + c);
+              acc[2 * rr] = Ops::fmadd(qv, a, acc[2 * rr]);
+              acc[2 * rr + 1] = Ops::fmadd(qv, b, acc[2 * rr + 1]);
+            }
           }
         }
       }
@@ -433,7 +489,7 @@ class ItemKernel {
       }
     }
     for (int rr = 0; rr < kRows; ++rr) {
-      softmax_row(r0 + rr, Ops::load(sc[rr]), kt, n, k_begin, k_end);
+      softmax_row16(r0 + rr, Ops::load(sc[rr]), Ops::load(sc[rr] + L), kt, n, k_begin, k_end);
     }
   }
 
@@ -505,6 +561,41 @@ class ItemKernel {
       Ops::store(prow, pv);
     }
     l_[r] = l_[r] * alpha + Ops::hsum(pv);
+    m_[r] = m_new;
+    alpha_[r] = alpha;
+  }
+
+  // softmax_row for the 16-key tiles of the direct decode path (L = 8): lo holds the dot
+  // products of keys kt .. kt+7, hi those of kt+8 .. kt+15.
+  void softmax_row16(int r, V lo, V hi, int kt, int n, int k_begin, int k_end) {
+    const KeyRange kr = key_range(r, kt, n, k_begin, k_end);
+    float* prow = pr_ + int64_t{r} * attnkit::cpu::kMaxTileKeys;
+    if (kr.empty()) {  // this row sees no key of the tile
+      Ops::store(prow, Ops::zero());
+      Ops::store(prow + L, Ops::zero());
+      alpha_[r] = 1.0f;
+      return;
+    }
+    const V scale = Ops::set1(score_scale_);
+    V s[2] = {Ops::mul(lo, scale), Ops::mul(hi, scale)};
+    for (int i = 0; i < 2; ++i) {
+      if (p_.soft_cap > 0.0f) {
+        const V cap = Ops::set1(p_.soft_cap);
+        s[i] = Ops::mul(cap, Ops::tanh(Ops::mul(s[i], Ops::set1(1.0f / p_.soft_cap))));
+      }
+      if (kr.begin > 0 || kr.end < 2 * L) {
+        s[i] = Ops::mask_range(s[i], kr.begin - i * L, kr.end - i * L);
+      }
+    }
+    const float m_old = m_[r];
+    const float m_new = std::max(m_old, Ops::hmax(Ops::max(s[0], s[1])));
+    const V base = Ops::set1(m_new);
+    const V p0 = Ops::exp(Ops::sub(s[0], base));
+    const V p1 = Ops::exp(Ops::sub(s[1], base));
+    const float alpha = m_new == m_old ? 1.0f : std::exp(m_old - m_new);
+    Ops::store(prow, p0);
+    Ops::store(prow + L, p1);
+    l_[r] = l_[r] * alpha + Ops::hsum(Ops::add(p0, p1));
     m_[r] = m_new;
     alpha_[r] = alpha;
   }
@@ -656,9 +747,11 @@ class ItemKernel {
 
   // o[r] = alpha[r] o[r] + sum_j p[r][j] v_j for rows r0 .. r0+nr-1 (nr <= 4) and value
   // vectors c0 .. c0+NC-1. kFromTile: values come from the fp32 tile vf_ (or directly from
-  // an fp32 cache), else they are converted from the cache in registers.
-  template <int NC, bool kFromTile, int kRows>
+  // an fp32 cache), else they are converted from the cache in registers, in the split
+  // column order if kSplitOrder (NC even, c0 even).
+  template <int NC, bool kFromTile, int kRows, bool kSplitOrder = false>
   void update_block(int r0, int c0, int n) {
+    static_assert(!kSplitOrder || (!kFromTile && NC % 2 == 0));
     V acc[kRows][NC];
 #pragma GCC unroll 4
     for (int rr = 0; rr < kRows; ++rr) {
@@ -680,12 +773,19 @@ class ItemKernel {
         for (int64_t b = pf_begin; b < pf_end; b += 64) attnkit::cpu::prefetch_l2(row + b);
       }
       V vv[NC];
+      if constexpr (kSplitOrder) {
 #pragma GCC unroll 4
-      for (int64_t cc = 0; cc < NC; ++cc) {
-        if constexpr (kFromTile) {
-          vv[cc] = Ops::load(vrow_[j] + (c0 + cc) * L);
-        } else {
-          vv[cc] = Ops::load_f32(Kv{}, vp_[j] + (c0 + cc) * L);
+        for (int64_t cc = 0; cc < NC; cc += 2) {
+          Ops::load_bf16_split(vp_[j] + (c0 + cc) * L, vv[cc], vv[cc + 1]);
+        }
+      } else {
+#pragma GCC unroll 4
+        for (int64_t cc = 0; cc < NC; ++cc) {
+          if constexpr (kFromTile) {
+            vv[cc] = Ops::load(vrow_[j] + (c0 + cc) * L);
+          } else {
+            vv[cc] = Ops::load_f32(Kv{}, vp_[j] + (c0 + cc) * L);
+          }
         }
       }
 #pragma GCC unroll 4
@@ -707,11 +807,17 @@ class ItemKernel {
   // Ops::kValueBlock vectors (AVX2: 4 x 2, so 8 accumulators, the value vectors and a
   // broadcast fit its 16 registers), then the remainder. The row count is a constant so the
   // key loop holds no per-row tests.
-  template <bool kFromTile, int kRows>
+  // kSplitOrder: see update_block; its value blocks of 2 vectors cover dv_ (a multiple of 16).
+  template <bool kFromTile, int kRows, bool kSplitOrder = false>
   void update_row_block(int r0, int n) {
     const int vecs = dv_ / L;
     int c0 = 0;
     constexpr int kBlock = Ops::kValueBlock;
+    if constexpr (kSplitOrder) {
+      static_assert(!kSplitOrder || kBlock == 2);  // dependent: checked where instantiated
+      for (; c0 < vecs; c0 += kBlock) update_block<kBlock, false, kRows, true>(r0, c0, n);
+      return;
+    }
     for (; c0 + kBlock <= vecs; c0 += kBlock) update_block<kBlock, kFromTile, kRows>(r0, c0, n);
     switch (vecs - c0) {
       case 3:
@@ -728,21 +834,21 @@ class ItemKernel {
     }
   }
 
-  template <bool kFromTile>
+  template <bool kFromTile, bool kSplitOrder = false>
   void update_rows(int rows, int n) {
     for (int r0 = 0; r0 < rows; r0 += 4) {
       switch (std::min(4, rows - r0)) {
         case 1:
-          update_row_block<kFromTile, 1>(r0, n);
+          update_row_block<kFromTile, 1, kSplitOrder>(r0, n);
           break;
         case 2:
-          update_row_block<kFromTile, 2>(r0, n);
+          update_row_block<kFromTile, 2, kSplitOrder>(r0, n);
           break;
         case 3:
-          update_row_block<kFromTile, 3>(r0, n);
+          update_row_block<kFromTile, 3, kSplitOrder>(r0, n);
           break;
         default:
-          update_row_block<kFromTile, 4>(r0, n);
+          update_row_block<kFromTile, 4, kSplitOrder>(r0, n);
           break;
       }
     }
@@ -866,12 +972,18 @@ class ItemKernel {
       update_rows<true>(rows, n);
     } else {
       if (rows <= 4) {  // one row block: convert each value vector once, in registers
+        if constexpr (kSplit) {
+          if (split_) {
+            update_rows<false, true>(rows, n);
+            return;
+          }
+        }
         update_rows<false>(rows, n);
         return;
       }
       for (int j = 0; j < n; ++j) {
         float* dst = vf_ + int64_t{j} * dv_;
-        for (int c = 0; c < dv_; c += L) Ops::store(dst + c, Ops::load_f32(Kv{}, vp_[j] + c));
+        widen_value_row(vp_[j], dst);
         vrow_[j] = dst;
         if (j < npf_) {  // value row j of the tile prefetch_tiles_ ahead (direct_decode)
           const char* row = reinterpret_cast<const char*>(vpf_[j]);
@@ -881,6 +993,22 @@ class ItemKernel {
       }
       update_rows<true>(rows, n);
     }
+  }
+
+  // Value row v widened to fp32 at dst, in the split column order when the item's o is.
+  void widen_value_row(const Storage* v, float* dst) {
+    if constexpr (kSplit) {
+      if (split_) {
+        for (int c = 0; c < dv_; c += 2 * L) {
+          V even, odd;
+          Ops::load_bf16_split(v + c, even, odd);
+          Ops::store(dst + c, even);
+          Ops::store(dst + c + L, odd);
+        }
+        return;
+      }
+    }
+    for (int c = 0; c < dv_; c += L) Ops::store(dst + c, Ops::load_f32(Kv{}, v + c));
   }
 
   // Writes the output rows of the item's head `head` (selected), or its partial result.
@@ -898,18 +1026,18 @@ class ItemKernel {
   float score_scale_ = 1.0f;
   attnkit::MaskRule mask_;
   attnkit::KeySpan* intervals_;  // [tokens] visible keys of each query token of the item
-  const Storage* kp_[L];
-  const Storage* vp_[L];
+  const Storage* kp_[attnkit::cpu::kMaxTileKeys];
+  const Storage* vp_[attnkit::cpu::kMaxTileKeys];
   // The current and the prefetched tile's rows of the item's first KV head (kp_, vp_, kpf_
   // and vpf_ are these moved by the selected head's stride).
-  const Storage* kp_first_[L];
-  const Storage* vp_first_[L];
-  const Storage* kpf_first_[L];
-  const Storage* vpf_first_[L];
+  const Storage* kp_first_[attnkit::cpu::kMaxTileKeys];
+  const Storage* vp_first_[attnkit::cpu::kMaxTileKeys];
+  const Storage* kpf_first_[attnkit::cpu::kMaxTileKeys];
+  const Storage* vpf_first_[attnkit::cpu::kMaxTileKeys];
   // Rows of the tile prefetch_tiles_ ahead that the loops prefetch line by line (bf16-dot
   // and direct_decode paths), npf_ of them; npf_ = 0 on the other paths.
-  const Storage* kpf_[L];
-  const Storage* vpf_[L];
+  const Storage* kpf_[attnkit::cpu::kMaxTileKeys];
+  const Storage* vpf_[attnkit::cpu::kMaxTileKeys];
   int npf_ = 0;
   // Key tiles ahead whose rows the decode loops prefetch (into L2) while they work on the
   // current tile: decode_prefetch_tiles() (kernels/cpu/prefetch.h), per CPU vendor. Paged
@@ -918,7 +1046,9 @@ class ItemKernel {
   // over the tile's loads (instead of one burst per tile) keeps the core's miss queue busy
   // without overflowing it.
   int prefetch_tiles_ = 4;
-  const float* vrow_[L];
+  bool split_heads_ = false;  // kSplit, and both head sizes multiples of 16
+  bool split_ = false;        // the current item's q and o rows are in the split column order
+  const float* vrow_[attnkit::cpu::kMaxTileKeys];
 };
 
 // The split-KV merge pass.

@@ -19,6 +19,8 @@ struct Ops {
   // accumulators plus their operands in the ISA's vector registers.
   static constexpr int kScoreKeyBlock = 2;
   static constexpr bool kHasBf16Dot = false;
+  // load_bf16_split exists: bf16 rows are widened in the split column order (see there).
+  static constexpr bool kHasBf16Split = true;
 
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
@@ -150,6 +152,15 @@ struct Ops {
   static V load_f32(attnkit::cpu::KvBf16, const void* p) {
     const __m128i h = _mm_loadu_si128(static_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  // 16 bf16 at p widened to fp32 in the split column order: `even` holds elements 0, 2, ..,
+  // 14 (the low halves of the 32-bit words, shifted up), `odd` elements 1, 3, .., 15 (the
+  // high halves, masked). One load and two operations per 16 elements where load_f32 takes
+  // two widening loads and two shifts (which compete with the FMAs for their ports).
+  static void load_bf16_split(const void* p, V& even, V& odd) {
+    const __m256i x = _mm256_loadu_si256(static_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    odd = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(-65536)));
   }
   static V load_f32(attnkit::cpu::KvF16, const void* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(static_cast<const __m128i*>(p)));

@@ -19,6 +19,8 @@ struct Ops {
   // accumulators plus their operands in the ISA's vector registers.
   static constexpr int kScoreKeyBlock = 4;
   static constexpr bool kHasBf16Dot = true;
+  // No load_bf16_split (simd_avx2.h): the stub below only lets the kernel templates compile.
+  static constexpr bool kHasBf16Split = false;
 
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
@@ -257,4 +259,5 @@ struct Ops {
     lo = _mm512_permutex2var_epi16(a, idx_lo, b);
     hi = _mm512_permutex2var_epi16(a, _mm512_add_epi16(idx_lo, sixteen), b);
   }
+  static void load_bf16_split(const void*, V&, V&) {}
 };

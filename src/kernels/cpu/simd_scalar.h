@@ -23,6 +23,8 @@ struct Ops {
   // accumulators plus their operands in the ISA's vector registers.
   static constexpr int kScoreKeyBlock = 4;
   static constexpr bool kHasBf16Dot = false;
+  // No load_bf16_split (simd_avx2.h): the stub below only lets the kernel templates compile.
+  static constexpr bool kHasBf16Split = false;
 
   template <class F>
   static V map(F f) {
@@ -148,4 +150,5 @@ struct Ops {
   static V select_eq(V a, V b, V if_eq, V otherwise) {
     return map([&](int i) { return a.v[i] == b.v[i] ? if_eq.v[i] : otherwise.v[i]; });
   }
+  static void load_bf16_split(const void*, V&, V&) {}
 };
