@@ -450,7 +450,7 @@ class ItemKernel {
         attnkit::cpu::prefetch_l2(pb + line);
         const int64_t line_end = std::min(line + kLineElems, d);
         if constexpr (kSplitOrder) {
-          for (int64_t c = line; c < line_end; c += 2 * L) {
+          for (int64_t c = line; c < line_end; c += int64_t{2} * L) {
             V a_even, a_odd, b_even, b_odd;
             Ops::load_bf16_split(ka + c, a_even, a_odd);
             Ops::load_bf16_split(kb + c, b_even, b_odd);
@@ -999,7 +999,7 @@ class ItemKernel {
   void widen_value_row(const Storage* v, float* dst) {
     if constexpr (kSplit) {
       if (split_) {
-        for (int c = 0; c < dv_; c += 2 * L) {
+        for (int c = 0; c < dv_; c += int64_t{2} * L) {
           V even, odd;
           Ops::load_bf16_split(v + c, even, odd);
           Ops::store(dst + c, even);

@@ -66,20 +66,20 @@ inline void store_row(attnkit::ScalarType type, const float* src, float factor, 
 // ones, then the odd ones. A row of n (a multiple of 16) fp32 values put into that order in
 // place, and back.
 inline void to_split_order(float* row, int n) {
-  for (int c = 0; c < n; c += 16) {
+  for (int64_t c = 0; c < n; c += 16) {
     float natural[16];
     std::memcpy(natural, row + c, sizeof(natural));
-    for (int i = 0; i < 8; ++i) {
+    for (int64_t i = 0; i < 8; ++i) {
       row[c + i] = natural[2 * i];
       row[c + 8 + i] = natural[2 * i + 1];
     }
   }
 }
 inline void from_split_order(float* row, int n) {
-  for (int c = 0; c < n; c += 16) {
+  for (int64_t c = 0; c < n; c += 16) {
     float split[16];
     std::memcpy(split, row + c, sizeof(split));
-    for (int i = 0; i < 8; ++i) {
+    for (int64_t i = 0; i < 8; ++i) {
       row[c + 2 * i] = split[i];
       row[c + 2 * i + 1] = split[8 + i];
     }
