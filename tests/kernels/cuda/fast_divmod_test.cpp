@@ -26,18 +26,20 @@ void expect_exact(int divisor, const std::vector<int>& dividends) {
 }
 
 std::vector<int> dividends_for(int divisor, std::mt19937& rng) {
-  constexpr int kMax = INT32_MAX;
-  std::vector<int> n = {0, 1, 2, divisor - 1, divisor, divisor + 1, kMax, kMax - 1, kMax - divisor};
-  for (int k = 2; k < 40; ++k) {  // multiples of the divisor and their neighbours
-    const int64_t m = static_cast<int64_t>(divisor) * k;
-    if (m + 1 > kMax) break;
-    n.insert(n.end(), {static_cast<int>(m - 1), static_cast<int>(m), static_cast<int>(m + 1)});
+  constexpr int64_t kMax = INT32_MAX;
+  const int64_t d = divisor;
+  std::vector<int64_t> edges = {0, 1, 2, d - 1, d, d + 1, kMax, kMax - 1, kMax - d};
+  for (int64_t k = 2; k < 40; ++k) {  // multiples of the divisor and their neighbours
+    edges.insert(edges.end(), {d * k - 1, d * k, d * k + 1});
   }
-  const int64_t top_multiple = (kMax / divisor) * static_cast<int64_t>(divisor);
-  n.insert(n.end(), {static_cast<int>(top_multiple - 1), static_cast<int>(top_multiple)});
-  std::uniform_int_distribution<int> any(0, kMax), small(0, 1 << 20);
+  const int64_t top_multiple = kMax / d * d;
+  edges.insert(edges.end(), {top_multiple - 1, top_multiple});
+  std::vector<int> n;
+  for (int64_t v : edges) {
+    if (v >= 0 && v <= kMax) n.push_back(static_cast<int>(v));
+  }
+  std::uniform_int_distribution<int> any(0, INT32_MAX), small(0, 1 << 20);
   for (int i = 0; i < 200; ++i) n.insert(n.end(), {any(rng), small(rng)});
-  std::erase_if(n, [](int v) { return v < 0; });
   return n;
 }
 
