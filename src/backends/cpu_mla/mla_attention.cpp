@@ -1,7 +1,5 @@
 #include "backends/cpu_mla/mla_attention.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
 #include "attnkit/core/error.h"
@@ -9,14 +7,12 @@
 
 namespace attnkit::cpu_mla {
 
-void MlaWorkspace::ensure(const MlaPlan& plan, int head_size, int head_size_v, int threads) {
+void MlaWorkspace::ensure(const MlaPlan& plan, int head_size, int head_size_v) {
   const int64_t rows = plan.max_rows;
   thread_floats = rows * head_size + rows * head_size_v + int64_t{kMaxLanes} * head_size +
                   std::max<int64_t>(rows, 4) * kMaxLanes + 2 * rows + 64;
   const int64_t amx_groups = (rows + kAmxRows - 1) / kAmxRows;
   thread_floats = std::max(thread_floats, mla_amx_layout(amx_groups, head_size, head_size_v).total);
-  const auto need = static_cast<size_t>(thread_floats * threads);
-  if (thread_scratch.size() < need) thread_scratch.resize(need);
   const auto partial = static_cast<size_t>(plan.partial_rows);
   if (partial_out.size() < partial * static_cast<size_t>(head_size_v)) {
     partial_out.resize(partial * static_cast<size_t>(head_size_v));
@@ -37,7 +33,7 @@ void mla_attention(const PagedAttentionParams& p, const MlaPlan& plan, MlaWorksp
   ATTNKIT_CHECK(p.block_table != nullptr && p.block_size > 0, "MLA kernels read a paged cache");
   ATTNKIT_CHECK(p.sinks == nullptr && p.soft_cap == 0.0f && p.chunk_size == 0,
                 "sinks, soft-cap and chunked-local are not MLA kernel features");
-  ws.ensure(plan, p.head_size, p.head_size_v, omp_get_max_threads());
+  ws.ensure(plan, p.head_size, p.head_size_v);
   // Read on every target, so a bad ATTNKIT_CPU_AMX is an error wherever CPU_MLA runs.
   const bool amx = cpu::amx_bf16_enabled();
   switch (isa) {

@@ -16,23 +16,20 @@
 
 namespace attnkit::cpu_mla {
 
-// Scratch the kernels run in, grown on demand. Layout:
-//   thread_scratch: per OpenMP thread, thread_floats floats: the item's fp32 queries
-//                   [rows, head_size], output accumulators [rows, head_size_v], one key
-//                   tile [lanes, head_size], probabilities [max(rows, 4), lanes] (one
-//                   block of 4 rows is used), m, l [rows] (the bf16-dot kernels keep
-//                   their bf16 queries, transposed and interleaved tile and bf16
-//                   probabilities in the same regions, see mla_kernel_impl.h; the AMX
-//                   kernels lay out at most mla_amx_layout(...).total floats, see
-//                   mla_amx_layout.h);
+// What the kernels run in besides their per-thread scratch. Per thread (cpu::thread_scratch,
+// kept by each thread across calls), thread_floats floats: the item's fp32 queries
+// [rows, head_size], output accumulators [rows, head_size_v], one key tile [lanes,
+// head_size], probabilities [max(rows, 4), lanes] (one block of 4 rows is used), m, l [rows]
+// (the bf16-dot kernels keep their bf16 queries, transposed and interleaved tile and bf16
+// probabilities in the same regions, see mla_kernel_impl.h; the AMX kernels lay out at most
+// mla_amx_layout(...).total floats, see mla_amx_layout.h). Here, grown on demand:
 //   partial_out:    [plan.partial_rows, head_size_v] unnormalised split outputs;
 //   partial_ml:     [plan.partial_rows, 2] running max m and sum l of each split row.
 struct MlaWorkspace {
-  std::vector<float> thread_scratch;
   std::vector<float> partial_out;
   std::vector<float> partial_ml;
   int64_t thread_floats = 0;
-  void ensure(const MlaPlan& plan, int head_size, int head_size_v, int threads);
+  void ensure(const MlaPlan& plan, int head_size, int head_size_v);
 };
 
 // Computes out for every query token of `p` as planned by `plan` (made for the same batch,

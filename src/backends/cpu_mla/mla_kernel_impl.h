@@ -419,23 +419,34 @@ inline void merge_mla_split(const attnkit::PagedAttentionParams& p,
 }
 
 // Runs kItem (an item kernel: mla_item or mla_amx_item) on every item of the plan, each
-// thread in its own scratch, then merges the split tiles.
+// thread in its own scratch (kernels/cpu/thread_scratch.h, kept across calls), then merges
+// the split tiles.
 template <auto kItem>
 void run_mla_items(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
                    attnkit::cpu_mla::MlaWorkspace& ws) {
   const int n = static_cast<int>(plan.items.size());
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int i = 0; i < n; ++i) {
-    float* scratch = ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats;
-    kItem(p, plan, plan.items[static_cast<size_t>(i)], ws, scratch);
+  bool no_memory = false;
+#pragma omp parallel reduction(|| : no_memory)
+  {
+    float* scratch = attnkit::cpu::thread_scratch(ws.thread_floats);
+    no_memory = scratch == nullptr;
+#pragma omp for schedule(dynamic, 1)
+    for (int i = 0; i < n; ++i) {
+      if (scratch != nullptr) kItem(p, plan, plan.items[static_cast<size_t>(i)], ws, scratch);
+    }
+    if (plan.partial_rows > 0) {
+#pragma omp for schedule(dynamic, 1)
+      for (int i = 0; i < n; ++i) {
+        const attnkit::cpu_mla::MlaWorkItem& item = plan.items[static_cast<size_t>(i)];
+        if (scratch == nullptr || item.num_splits == 1 || item.split != 0) continue;
+        merge_mla_split(p, item, ws, scratch);
+      }
+    }
   }
-  if (plan.partial_rows == 0) return;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int i = 0; i < n; ++i) {
-    const attnkit::cpu_mla::MlaWorkItem& item = plan.items[static_cast<size_t>(i)];
-    if (item.num_splits == 1 || item.split != 0) continue;
-    merge_mla_split(p, item, ws,
-                    ws.thread_scratch.data() + omp_get_thread_num() * ws.thread_floats);
+  if (no_memory) {
+    throw attnkit::Error(attnkit::ErrorCode::kOutOfMemory,
+                         fmt::format("cannot allocate {} bytes of CPU_MLA scratch per thread",
+                                     ws.thread_floats * 4));
   }
 }
 

@@ -8,6 +8,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -19,7 +20,9 @@
 #include <type_traits>
 
 #include "attnkit/core/enums.h"
+#include "attnkit/core/error.h"
 #include "attnkit/core/numeric.h"
 #include "attnkit/kernels/paged_attention_params.h"
 #include "kernels/cpu/kv_tags.h"
 #include "kernels/cpu/prefetch.h"
+#include "kernels/cpu/thread_scratch.h"
