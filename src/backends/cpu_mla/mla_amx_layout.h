@@ -10,15 +10,18 @@
 
 namespace attnkit::cpu_mla {
 
+using cpu::kAmxPairStepKeys;
 using cpu::kAmxRows;
 using cpu::kAmxStepKeys;
 
 struct MlaAmxLayout {
   int64_t qt = 0;     // [groups][D / 2 pairs][16 rows] bf16 pairs: Q^T, the score tiles' B
   int64_t o = 0;      // [groups * 16][DV] fp32 output accumulators
-  int64_t st = 0;     // [kAmxStepKeys][16] fp32 scores of one row group (lane = row)
-  int64_t pa = 0;     // [4 key tiles][2][16 rows][32] bf16 probabilities: the P.V tiles' A
-  int64_t ks = 0;     // [4][16 keys][D] bf16 staged key rows (tiles that cross a page)
+  int64_t st = 0;     // [2 groups][kAmxPairStepKeys][16] fp32 scores (lane = row)
+  int64_t pa = 0;     // [2 groups][kAmxPairStepKeys / 32][16 rows][32] bf16 probabilities
+                      // (the P.V tiles' A; the even/odd form uses [4][2][16][32] of it)
+  int64_t ks = 0;     // [kAmxPairStepKeys][D] bf16 staged key rows (tiles that cross a page)
+  int64_t vi = 0;     // [kAmxPairStepKeys / 32][DV / 32][2][16 pairs][32] bf16: V by key pairs
   int64_t m = 0;      // [groups * 16] exponent base of each row's probabilities
   int64_t l = 0;      // [groups * 16] running sum of each row's probabilities
   int64_t vis = 0;    // [2][groups * 16] int32 first and end visible key of each row
@@ -36,9 +39,10 @@ inline MlaAmxLayout mla_amx_layout(int64_t groups, int64_t head_size, int64_t he
   };
   take(s.qt, groups * head_size * kAmxRows / 2);
   take(s.o, rows * head_size_v);
-  take(s.st, int64_t{kAmxStepKeys} * kAmxRows);
-  take(s.pa, int64_t{kAmxStepKeys} / 16 * 2 * kAmxRows * 32 / 2);
-  take(s.ks, int64_t{kAmxStepKeys} * head_size / 2);
+  take(s.st, 2 * int64_t{kAmxPairStepKeys} * kAmxRows);
+  take(s.pa, 2 * int64_t{kAmxPairStepKeys} * kAmxRows / 2);
+  take(s.ks, int64_t{kAmxPairStepKeys} * head_size / 2);
+  take(s.vi, int64_t{kAmxPairStepKeys} * head_size_v / 2);
   take(s.m, rows);
   take(s.l, rows);
   take(s.vis, 2 * rows);

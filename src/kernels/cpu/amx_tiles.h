@@ -12,6 +12,12 @@
 // kind gives the even columns of 32, the second the odd ones. O keeps that column order until
 // amx_restore_columns().
 //
+// With several row groups over the same keys (AmxPLayout::kKeyPairs) the step's V rows are
+// interleaved by key pairs once (amx_interleave_values), which every group then uses: the
+// probabilities go into one A tile per 32 keys ([16 rows][32 keys]) and each tile product
+// is whole, half as many as the even/odd form's half-used ones. O then holds each 32
+// columns in unpack order (amx_restore_columns with kKeyPairs).
+//
 // The exponent base of a row moves only when a step's maximum exceeds it by more than
 // kAmxRescaleSlack (e^8 ~ 3000: p and the sums stay far from fp32's range), so the
 // accumulators are rescaled a few times per item instead of at every step; the output is
@@ -30,6 +36,12 @@ struct alignas(64) AmxTileConfig {
 };
 
 inline constexpr float kAmxRescaleSlack = 8.0f;
+
+// How the probabilities are laid out for P . V (see above).
+enum class AmxPLayout {
+  kEvenOdd,   // two A tiles per 16 keys, V's rows as B tiles as they lie
+  kKeyPairs,  // one A tile per 32 keys, V interleaved by key pairs (amx_interleave_values)
+};
 
 // A tile load that tells the compiler it reads memory. GCC's _tile_loadd is an asm statement
 // without a memory clobber, so the stores just made for it (probabilities, rescaled rows of
@@ -72,6 +84,48 @@ inline void amx_scores(const uint16_t* const* ka, const int64_t* ka_stride, int 
   if (subs > 3) _tile_stored(3, st + 768, 64);
 }
 
+// Scores of two row groups (Q^T pairs at qt0 and qt1) against the step's `tiles` 16-key
+// tiles, two key tiles at a time (2 x 2 accumulator tiles): each K tile loaded serves both
+// groups and each Q^T tile two key tiles, half the operand loads of amx_scores per product.
+// S^T tile t of group i ([16 keys][16 rows] fp32) at st_i + 256 t.
+inline void amx_scores2(const uint16_t* const* ka, const int64_t* ka_stride, int tiles,
+                        const uint16_t* qt0, const uint16_t* qt1, int D, float* st0, float* st1) {
+  int t = 0;
+  for (; t + 2 <= tiles; t += 2) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t c = 0; c < D; c += 32) {
+      ATTNKIT_TILE_LOAD(4, ka[t] + c, ka_stride[t]);
+      ATTNKIT_TILE_LOAD(6, qt0 + c * 16, 64);
+      ATTNKIT_TILE_LOAD(7, qt1 + c * 16, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      ATTNKIT_TILE_LOAD(5, ka[t + 1] + c, ka_stride[t + 1]);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, st0 + int64_t{256} * t, 64);
+    _tile_stored(1, st1 + int64_t{256} * t, 64);
+    _tile_stored(2, st0 + int64_t{256} * (t + 1), 64);
+    _tile_stored(3, st1 + int64_t{256} * (t + 1), 64);
+  }
+  if (t < tiles) {  // an odd tile count: the last key tile alone
+    _tile_zero(0);
+    _tile_zero(1);
+    for (int64_t c = 0; c < D; c += 32) {
+      ATTNKIT_TILE_LOAD(4, ka[t] + c, ka_stride[t]);
+      ATTNKIT_TILE_LOAD(6, qt0 + c * 16, 64);
+      ATTNKIT_TILE_LOAD(7, qt1 + c * 16, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    _tile_stored(0, st0 + int64_t{256} * t, 64);
+    _tile_stored(1, st1 + int64_t{256} * t, 64);
+  }
+}
+
 // O [16 rows][DV] (row stride DV floats) += P . V over the step's `tiles` 16-key tiles, V
 // straight from their latent rows (kv[t], kv_stride[t] bytes apart): of each 32 columns,
 // O's first 16 positions take the even columns (A_even), the next 16 the odd ones (A_odd).
@@ -94,12 +148,20 @@ inline void amx_values(float* o, int DV, const uint16_t* pa, const uint16_t* con
   }
 }
 
-// Puts the columns of `rows` rows of O (DV floats each) back in order: of each 32, positions
-// 0-15 held the even columns and 16-31 the odd ones.
+// Puts the columns of `rows` rows of O (DV floats each) back in order. kEvenOdd: of each 32,
+// positions 0-15 held the even columns and 16-31 the odd ones. kKeyPairs: positions 0-15
+// held columns 0-3, 8-11, 16-19, 24-27 and 16-31 columns 4-7, 12-15, 20-23, 28-31 (the
+// order of a 16-bit unpack within 128-bit lanes).
+template <AmxPLayout L = AmxPLayout::kEvenOdd>
 inline void amx_restore_columns(float* o, int rows, int DV) {
-  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i first =
+      L == AmxPLayout::kEvenOdd
+          ? _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23)
+          : _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
   const __m512i second =
-      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+      L == AmxPLayout::kEvenOdd
+          ? _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)
+          : _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
   for (int64_t r = 0; r < rows; ++r) {
     float* row = o + r * DV;
     for (int64_t c = 0; c < DV; c += 32) {
@@ -111,12 +173,126 @@ inline void amx_restore_columns(float* o, int rows, int DV) {
   }
 }
 
+// V's rows of a step interleaved by key pairs: the B tiles of amx_values_pairs. The step's
+// `tiles` 16-key tiles are kv[t] (first row), kv_stride[t] bytes between rows; of each row
+// the first DV bf16 values are V's. Chunk ch (keys 32 ch .. 32 ch + 31) and 32-column block b
+// give two tiles, at vi + 512 (2 (ch DV / 32 + b)) and 512 further: row i holds the pairs
+// (key 32 ch + 2 i, key 32 ch + 2 i + 1) of 16 columns, columns 0-3, 8-11, 16-19, 24-27 of
+// the block in the first tile and 4-7, 12-15, 20-23, 28-31 in the second. Keys past the
+// step's tiles are zero rows (their probabilities are 0, and 0 times a stale value could
+// be NaN).
+inline void amx_interleave_values(const uint16_t* const* kv, const int64_t* kv_stride, int tiles,
+                                  int DV, uint16_t* vi) {
+  const int chunks = (tiles + 1) / 2;
+  const int64_t blocks = DV / 32;
+  for (int ch = 0; ch < chunks; ++ch) {
+    for (int i = 0; i < 16; ++i) {
+      const int key = 32 * ch + 2 * i;  // even: key and key + 1 are in the same 16-key tile
+      const int t = key / 16;
+      uint16_t* dst = vi + int64_t{ch} * blocks * 1024 + int64_t{32} * i;
+      if (t >= tiles) {
+        for (int64_t b = 0; b < blocks; ++b) {
+          _mm512_storeu_si512(dst + 1024 * b, _mm512_setzero_si512());
+          _mm512_storeu_si512(dst + 1024 * b + 512, _mm512_setzero_si512());
+        }
+        continue;
+      }
+      const auto* r0 = reinterpret_cast<const char*>(kv[t]) + int64_t{key % 16} * kv_stride[t];
+      const char* r1 = r0 + kv_stride[t];
+      for (int64_t b = 0; b < blocks; ++b) {
+        const __m512i a = _mm512_loadu_si512(r0 + 64 * b);
+        const __m512i c = _mm512_loadu_si512(r1 + 64 * b);
+        _mm512_storeu_si512(dst + 1024 * b, _mm512_unpacklo_epi16(a, c));
+        _mm512_storeu_si512(dst + 1024 * b + 512, _mm512_unpackhi_epi16(a, c));
+      }
+    }
+  }
+}
+
+// O [16 rows][DV] (row stride DV floats) += P . V over `chunks` 32-key chunks: P's A tile of
+// chunk ch at pa + 512 ch ([16 rows][32 keys] bf16), V's B tiles from amx_interleave_values.
+// Four accumulator tiles (64 columns) at a time, each A tile loaded once for all four.
+inline void amx_values_pairs(float* o, int DV, const uint16_t* pa, const uint16_t* vi, int chunks) {
+  const int64_t o_stride = int64_t{DV} * 4;
+  const int64_t blocks = DV / 32;
+  int64_t c = 0;
+  for (; c + 64 <= DV; c += 64) {
+    ATTNKIT_TILE_LOAD(0, o + c, o_stride);
+    ATTNKIT_TILE_LOAD(1, o + c + 16, o_stride);
+    ATTNKIT_TILE_LOAD(2, o + c + 32, o_stride);
+    ATTNKIT_TILE_LOAD(3, o + c + 48, o_stride);
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const uint16_t* b = vi + (ch * blocks + c / 32) * 1024;
+      ATTNKIT_TILE_LOAD(4, pa + 512 * ch, 64);
+      ATTNKIT_TILE_LOAD(5, b, 64);
+      ATTNKIT_TILE_LOAD(6, b + 512, 64);
+      _tile_dpbf16ps(0, 4, 5);
+      ATTNKIT_TILE_LOAD(7, b + 1024, 64);
+      _tile_dpbf16ps(1, 4, 6);
+      ATTNKIT_TILE_LOAD(5, b + 1536, 64);
+      _tile_dpbf16ps(2, 4, 7);
+      _tile_dpbf16ps(3, 4, 5);
+    }
+    _tile_stored(0, o + c, o_stride);
+    _tile_stored(1, o + c + 16, o_stride);
+    _tile_stored(2, o + c + 32, o_stride);
+    _tile_stored(3, o + c + 48, o_stride);
+  }
+  if (c < DV) {  // DV % 64 == 32: one block left
+    ATTNKIT_TILE_LOAD(0, o + c, o_stride);
+    ATTNKIT_TILE_LOAD(1, o + c + 16, o_stride);
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const uint16_t* b = vi + (ch * blocks + c / 32) * 1024;
+      ATTNKIT_TILE_LOAD(4, pa + 512 * ch, 64);
+      ATTNKIT_TILE_LOAD(5, b, 64);
+      ATTNKIT_TILE_LOAD(6, b + 512, 64);
+      _tile_dpbf16ps(0, 4, 5);
+      _tile_dpbf16ps(1, 4, 6);
+    }
+    _tile_stored(0, o + c, o_stride);
+    _tile_stored(1, o + c + 16, o_stride);
+  }
+}
+
+// O_i [16 rows][DV] (row stride DV floats) += P_i . V for two row groups over `chunks` 32-key
+// chunks, 2 x 2 accumulator tiles (both groups, the two tiles of a 32-column block): each V
+// tile loaded serves both groups and each P tile two output tiles. P_i's A tile of chunk ch
+// at pa_i + 512 ch; V's B tiles from amx_interleave_values.
+inline void amx_values_pairs2(float* o0, float* o1, int DV, const uint16_t* pa0,
+                              const uint16_t* pa1, const uint16_t* vi, int chunks) {
+  const int64_t o_stride = int64_t{DV} * 4;
+  const int64_t blocks = DV / 32;
+  for (int64_t c = 0; c < DV; c += 32) {
+    ATTNKIT_TILE_LOAD(0, o0 + c, o_stride);
+    ATTNKIT_TILE_LOAD(1, o0 + c + 16, o_stride);
+    ATTNKIT_TILE_LOAD(2, o1 + c, o_stride);
+    ATTNKIT_TILE_LOAD(3, o1 + c + 16, o_stride);
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+      const uint16_t* b = vi + (ch * blocks + c / 32) * 1024;
+      ATTNKIT_TILE_LOAD(4, pa0 + 512 * ch, 64);
+      ATTNKIT_TILE_LOAD(6, b, 64);
+      ATTNKIT_TILE_LOAD(7, b + 512, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      ATTNKIT_TILE_LOAD(5, pa1 + 512 * ch, 64);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, o0 + c, o_stride);
+    _tile_stored(1, o0 + c + 16, o_stride);
+    _tile_stored(2, o1 + c, o_stride);
+    _tile_stored(3, o1 + c + 16, o_stride);
+  }
+}
+
 // Online softmax of one row group over the step's scores st ([keys][16 rows], raw dots):
 // scales them (then soft-caps them: cap * tanh(s / cap), where soft_cap > 0) and masks them (key k0
 // + j visible to lane r when vb[r] <= k0 + j < ve[r]), moves the exponent base where the maximum
 // outgrew it (rescaling those rows of o, DV wide, and their sums), writes the bf16 probabilities
-// transposed into the A tiles at pa (tile t's even-column one at pa + 1024 t, its odd-column one
-// 512 further; keys past `keys` are 0) and adds them to l.
+// transposed into the A tiles at pa and adds them to l. kEvenOdd: per 16-key tile t an
+// even-column A tile at pa + 1024 t and an odd-column one 512 further; kKeyPairs: per 32-key
+// chunk ch one A tile at pa + 512 ch. Keys past `keys` are 0.
+template <AmxPLayout L = AmxPLayout::kEvenOdd>
 inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const int32_t* ve,
                         float scale, float soft_cap, float* m, float* l, float* o, int DV,
                         uint16_t* pa) {
@@ -165,22 +341,46 @@ inline void amx_softmax(float* st, int keys, int k0, const int32_t* vb, const in
   // A row that has seen no key keeps base -inf; exp(-inf - 0) = 0 gives it p = 0.
   const V base =
       _mm512_mask_mov_ps(m_new, _mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), Ops::zero());
-  // Per 16-key tile t: A_even row r holds (p[r][j], 0) for its keys j, A_odd (0, p[r][j]).
-  const int tiles = (keys + 15) / 16;
-  for (int t = 0; t < tiles; ++t) {
-    BV even[16], odd[16];
-    for (int i = 0; i < 16; ++i) {
-      const int j = 16 * t + i;
-      const V pj =
-          j < keys ? Ops::exp(Ops::sub(Ops::load(st + int64_t{16} * j), base)) : Ops::zero();
-      // p rounded to bf16 in the low half of each 32-bit lane; the sum takes the same values.
-      const __m512i low = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pj)));
-      even[i] = low;
-      odd[i] = _mm512_slli_epi32(low, 16);
-      lsum = Ops::add(lsum, _mm512_castsi512_ps(odd[i]));
+  // p of step key j for the 16 rows (0 past `keys`), rounded to bf16 in the low half of each
+  // 32-bit lane; the sum takes the same rounded values.
+  if constexpr (L == AmxPLayout::kKeyPairs) {
+    // Per 32-key chunk: A row r holds (p[r][2 i], p[r][2 i + 1]) in dword i.
+    const int chunks = (keys + 31) / 32;
+    for (int ch = 0; ch < chunks; ++ch) {
+      BV pairs[16];
+      for (int i = 0; i < 16; ++i) {
+        const int j = 32 * ch + 2 * i;
+        const V p0 =
+            j < keys ? Ops::exp(Ops::sub(Ops::load(st + int64_t{16} * j), base)) : Ops::zero();
+        const V p1 = j + 1 < keys ? Ops::exp(Ops::sub(Ops::load(st + int64_t{16} * (j + 1)), base))
+                                  : Ops::zero();
+        const __m512i lo = _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(p0)));
+        const __m512i hi = _mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(p1))), 16);
+        lsum = Ops::add(lsum, _mm512_castsi512_ps(_mm512_slli_epi32(lo, 16)));
+        lsum = Ops::add(lsum, _mm512_castsi512_ps(hi));
+        pairs[i] = _mm512_or_si512(lo, hi);
+      }
+      Ops::transpose16_store(pairs, pa + int64_t{512} * ch, 16);
     }
-    Ops::transpose16_store(even, pa + int64_t{1024} * t, 16);
-    Ops::transpose16_store(odd, pa + int64_t{1024} * t + 512, 16);
+  } else {
+    // Per 16-key tile t: A_even row r holds (p[r][j], 0) for its keys j, A_odd (0, p[r][j]).
+    const int tiles = (keys + 15) / 16;
+    for (int t = 0; t < tiles; ++t) {
+      BV even[16], odd[16];
+      for (int i = 0; i < 16; ++i) {
+        const int j = 16 * t + i;
+        const V pj =
+            j < keys ? Ops::exp(Ops::sub(Ops::load(st + int64_t{16} * j), base)) : Ops::zero();
+        const __m512i low =
+            _mm512_cvtepu16_epi32(reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(pj)));
+        even[i] = low;
+        odd[i] = _mm512_slli_epi32(low, 16);
+        lsum = Ops::add(lsum, _mm512_castsi512_ps(odd[i]));
+      }
+      Ops::transpose16_store(even, pa + int64_t{1024} * t, 16);
+      Ops::transpose16_store(odd, pa + int64_t{1024} * t + 512, 16);
+    }
   }
   Ops::store(l, lsum);
 }
