@@ -20,7 +20,7 @@ class AmxItemKernel {
   AmxItemKernel(const attnkit::PagedAttentionParams& p, const attnkit::cpu::FlashPlan& /*plan*/,
                 float* scratch, float* partials)
       : p_(p), partials_(partials) {
-    // The workspace is 64-byte aligned (FlashWorkspace); the layout keeps it so.
+    // The thread scratch is 64-byte aligned (kernels/cpu/thread_scratch.h); the layout keeps it so.
     base_ = scratch;
     group_ = p.num_heads / p.num_kv_heads;
     d_ = p.head_size;

@@ -42,7 +42,7 @@ inline FlashAmxLayout flash_amx_layout(int64_t padded_rows, int64_t head_rows, i
   take(s.pa, int64_t{kAmxStepKeys} / 16 * 2 * kAmxRows * 32 / 2);
   take(s.ks, int64_t{kAmxStepKeys} * head_size / 2);
   take(s.vs, int64_t{kAmxStepKeys} * head_size_v / 2);
-  s.total = at;  // the thread's scratch starts 64-byte aligned (FlashWorkspace)
+  s.total = at;  // the thread's scratch starts 64-byte aligned (cpu::thread_scratch)
   return s;
 }
 

@@ -12,17 +12,30 @@ void run_plan_with(const attnkit::PagedAttentionParams& p, const attnkit::cpu::F
   const int n_merges = static_cast<int>(plan.merges.size());
   const int threads = std::max(1, std::min(plan.num_threads, n_items));
   float* partials = ws.partials();
-#pragma omp parallel num_threads(threads) if (threads > 1)
+  bool no_memory = false;
+#pragma omp parallel num_threads(threads) if (threads > 1) reduction(|| : no_memory)
   {
-    float* scratch = ws.thread_scratch(omp_get_thread_num());
-    Kernel kernel(p, plan, scratch, partials);
+    // The thread's own scratch, kept across calls (kernels/cpu/thread_scratch.h).
+    float* scratch = attnkit::cpu::thread_scratch(plan.scratch_floats_per_thread);
+    no_memory = scratch == nullptr;
+    std::optional<Kernel> kernel;
+    if (scratch != nullptr) kernel.emplace(p, plan, scratch, partials);
 #pragma omp for schedule(dynamic, 1)
-    for (int i = 0; i < n_items; ++i) kernel.run(plan.items[static_cast<size_t>(i)]);
-      // The implicit barrier above makes every partial visible to the merges.
+    for (int i = 0; i < n_items; ++i) {
+      if (kernel) kernel->run(plan.items[static_cast<size_t>(i)]);
+    }
+    // The implicit barrier above makes every partial visible to the merges.
 #pragma omp for schedule(dynamic, 1)
     for (int g = 0; g < n_merges; ++g) {
-      merge_splits(p, plan.merges[static_cast<size_t>(g)], partials, scratch);
+      if (scratch != nullptr) {
+        merge_splits(p, plan.merges[static_cast<size_t>(g)], partials, scratch);
+      }
     }
+  }
+  if (no_memory) {
+    throw attnkit::Error(attnkit::ErrorCode::kOutOfMemory,
+                         fmt::format("cannot allocate {} bytes of CPU_FLASH scratch per thread",
+                                     plan.scratch_floats_per_thread * 4));
   }
 }
 

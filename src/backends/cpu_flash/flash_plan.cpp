@@ -160,15 +160,8 @@ float* FlashWorkspace::aligned(std::vector<float>& v) {
 }
 
 void FlashWorkspace::ensure(const FlashPlan& plan) {
-  per_thread_ = plan.scratch_floats_per_thread;
-  const auto scratch = static_cast<size_t>(per_thread_ * plan.num_threads + 16);
-  if (scratch_.size() < scratch) scratch_.resize(scratch);
   const auto partial = static_cast<size_t>(plan.partial_floats + 16);
   if (partials_.size() < partial) partials_.resize(partial);
-}
-
-float* FlashWorkspace::thread_scratch(int thread) {
-  return aligned(scratch_) + per_thread_ * thread;
 }
 
 float* FlashWorkspace::partials() { return aligned(partials_); }

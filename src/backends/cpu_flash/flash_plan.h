@@ -74,20 +74,18 @@ FlashPlan make_flash_plan(std::span<const int32_t> query_start_loc,
                           int head_size, int head_size_v, const MaskRule& mask,
                           const FlashPlanOptions& options = {});
 
-// Scratch memory a plan runs in: 64-byte aligned, per thread and for partial results.
-// Reused across steps; ensure() only grows.
+// The partial results a plan's split-KV items write for their merges: 64-byte aligned,
+// reused across steps; ensure() only grows. Each thread's scratch
+// (plan.scratch_floats_per_thread floats) is its own buffer, kept across calls
+// (kernels/cpu/thread_scratch.h), so a step's new metadata allocates none of it.
 class FlashWorkspace {
  public:
   void ensure(const FlashPlan& plan);
-  // Thread `thread`'s scratch (plan.scratch_floats_per_thread floats).
-  float* thread_scratch(int thread);
   float* partials();
 
  private:
   static float* aligned(std::vector<float>& v);
-  std::vector<float> scratch_;
   std::vector<float> partials_;
-  int64_t per_thread_ = 0;
 };
 
 // Keys per tile of flash_kernel_impl.h's kernels (the widest SIMD target's fp32 lanes).
