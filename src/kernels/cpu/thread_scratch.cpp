@@ -22,7 +22,7 @@ struct ScratchArena {
 // measurably slower (3 rounds alternating, x0.88-0.97 on four of the 32/8 d128 shapes
 // against this placement), which looks like 4K aliasing of the scratch's stores with the
 // cache's loads.
-constexpr int64_t kStartFloats = 33 * 64 / static_cast<int64_t>(sizeof(float));
+constexpr int64_t kStartFloats = int64_t{33} * 64 / static_cast<int64_t>(sizeof(float));
 
 float* thread_scratch(int64_t floats) noexcept {
   thread_local ScratchArena arena;
