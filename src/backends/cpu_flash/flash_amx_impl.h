@@ -60,13 +60,28 @@ class AmxItemKernel {
 
     for (int h = 0; h < heads_; ++h) start_head(it.kv_head + h, h);
     amx_configure();
-    for (int k0 = k_begin - k_begin % 16; k0 < k_end; k0 += kAmxStepKeys) {
-      const int keys = std::min(kAmxStepKeys, k_end - k0);
-      for (int h = 0; h < heads_; ++h) step(seq, it.kv_head + h, h, k0, keys, k_begin, k_end);
+    // Two or more row groups per head: the key-pair form (pair_step).
+    const bool pairs = head_rows_ / 16 >= 2;
+    if (pairs) {
+      for (int k0 = k_begin - k_begin % 16; k0 < k_end; k0 += kAmxPairStepKeys) {
+        const int keys = std::min(kAmxPairStepKeys, k_end - k0);
+        for (int h = 0; h < heads_; ++h) {
+          pair_step(seq, it.kv_head + h, h, k0, keys, k_begin, k_end);
+        }
+      }
+    } else {
+      for (int k0 = k_begin - k_begin % 16; k0 < k_end; k0 += kAmxStepKeys) {
+        const int keys = std::min(kAmxStepKeys, k_end - k0);
+        for (int h = 0; h < heads_; ++h) step(seq, it.kv_head + h, h, k0, keys, k_begin, k_end);
+      }
     }
     _tile_release();
     for (int h = 0; h < heads_; ++h) {
-      amx_restore_columns(o_of(h), rows_, dv_);
+      if (pairs) {
+        amx_restore_columns<AmxPLayout::kKeyPairs>(o_of(h), rows_, dv_);
+      } else {
+        amx_restore_columns(o_of(h), rows_, dv_);
+      }
       finish_item_head(p_, it, h, tok0_, rows_, o_of(h), m_of(h), l_of(h), partials_);
     }
   }
@@ -132,6 +147,68 @@ class AmxItemKernel {
       amx_softmax(st, keys, k0, vb + r0, ve + r0, p_.scale * p_.k_scale, p_.soft_cap, m_of(h) + r0,
                   l_of(h) + r0, o, dv_, pa);
       amx_values(o, dv_, pa, vp, v_stride, tiles);
+    }
+  }
+
+  // One step of kAmxPairStepKeys keys (or the last `keys`) for KV head kv_head, its rows in
+  // two or more groups (kernels/cpu/amx_tiles.h's key-pair form): V's rows interleaved by key
+  // pairs once, then the groups two at a time in 2 x 2 tile blocks, a last odd one alone.
+  void pair_step(int seq, int kv_head, int h, int k0, int keys, int k_begin, int k_end) {
+    constexpr int kTiles = kAmxPairStepKeys / 16;
+    const int tiles = (keys + 15) / 16, chunks = (keys + 31) / 32;
+    const auto* k_head = static_cast<const uint16_t*>(p_.k_cache) + kv_head * p_.k_head_stride;
+    const auto* v_head = static_cast<const uint16_t*>(p_.v_cache) + kv_head * p_.v_head_stride;
+    const int page = p_.block_table != nullptr ? p_.block_size : 0;
+    const auto row_in = [&](const uint16_t* head, int64_t block_stride, int64_t token_stride) {
+      return [this, head, block_stride, token_stride, seq](int key) {
+        if (p_.block_table == nullptr) {
+          return head + (int64_t{p_.kv_start_loc[seq]} + key) * token_stride;
+        }
+        const int64_t blk =
+            p_.block_table[int64_t{seq} * p_.block_table_stride + key / p_.block_size];
+        return head + blk * block_stride + int64_t{key % p_.block_size} * token_stride;
+      };
+    };
+    const uint16_t* kp[kTiles];
+    const uint16_t* vp[kTiles];
+    int64_t k_stride[kTiles], v_stride[kTiles];
+    amx_step_tiles(row_in(k_head, p_.k_block_stride, p_.k_token_stride), k0, tiles, k_begin, k_end,
+                   page, p_.k_token_stride * 2, d_, reinterpret_cast<uint16_t*>(base_ + lay_.ks),
+                   kp, k_stride);
+    amx_step_tiles(row_in(v_head, p_.v_block_stride, p_.v_token_stride), k0, tiles, k_begin, k_end,
+                   page, p_.v_token_stride * 2, dv_, reinterpret_cast<uint16_t*>(base_ + lay_.vs),
+                   vp, v_stride);
+    auto* vi = reinterpret_cast<uint16_t*>(base_ + lay_.vi);
+    amx_interleave_values(vp, v_stride, tiles, dv_, vi);
+    const auto* vb = reinterpret_cast<const int32_t*>(base_ + lay_.vis);
+    const int32_t* ve = vb + head_rows_;
+    float* st0 = base_ + lay_.st;
+    float* st1 = st0 + int64_t{kAmxPairStepKeys} * 16;
+    auto* pa0 = reinterpret_cast<uint16_t*>(base_ + lay_.pa);
+    uint16_t* pa1 = pa0 + int64_t{kAmxPairStepKeys} * 16;
+    const float scale = p_.scale * p_.k_scale;
+    int r0 = 0;
+    for (; r0 + 32 <= head_rows_; r0 += 32) {
+      const int r1 = r0 + 16;
+      float* o0 = o_of(h) + int64_t{r0} * dv_;
+      float* o1 = o_of(h) + int64_t{r1} * dv_;
+      amx_scores2(kp, k_stride, tiles, qt_of(h) + int64_t{r0} * d_, qt_of(h) + int64_t{r1} * d_, d_,
+                  st0, st1);
+      amx_softmax<AmxPLayout::kKeyPairs>(st0, keys, k0, vb + r0, ve + r0, scale, p_.soft_cap,
+                                         m_of(h) + r0, l_of(h) + r0, o0, dv_, pa0);
+      amx_softmax<AmxPLayout::kKeyPairs>(st1, keys, k0, vb + r1, ve + r1, scale, p_.soft_cap,
+                                         m_of(h) + r1, l_of(h) + r1, o1, dv_, pa1);
+      amx_values_pairs2(o0, o1, dv_, pa0, pa1, vi, chunks);
+    }
+    if (r0 < head_rows_) {
+      float* o = o_of(h) + int64_t{r0} * dv_;
+      for (int t = 0; t < tiles; t += 4) {
+        amx_scores(kp + t, k_stride + t, std::min(4, tiles - t), qt_of(h) + int64_t{r0} * d_, d_,
+                   st0 + int64_t{256} * t);
+      }
+      amx_softmax<AmxPLayout::kKeyPairs>(st0, keys, k0, vb + r0, ve + r0, scale, p_.soft_cap,
+                                         m_of(h) + r0, l_of(h) + r0, o, dv_, pa0);
+      amx_values_pairs(o, dv_, pa0, vi, chunks);
     }
   }
 

@@ -15,10 +15,12 @@ struct FlashAmxLayout {
   int64_t m = 0;      // per KV head: [padded rows] exponent base of each row
   int64_t l = 0;      // per KV head: [padded rows] running sum
   int64_t vis = 0;    // [2][padded rows of one head] int32 first and end visible key per row
-  int64_t st = 0;     // [64 keys][16 rows] fp32 scores of one row group
-  int64_t pa = 0;     // [4 key tiles][2][16 rows][32] bf16 probabilities (the P.V A tiles)
-  int64_t ks = 0;     // [4][16 keys][D] bf16 staged key rows
-  int64_t vs = 0;     // [4][16 keys][DV] bf16 staged value rows
+  int64_t st = 0;     // [2 row groups][kAmxPairStepKeys keys][16 rows] fp32 scores
+  int64_t pa = 0;     // [2][kAmxPairStepKeys / 32][16 rows][32] bf16 probabilities (the P.V
+                      // A tiles; the even/odd form uses [4 key tiles][2][16][32] of it)
+  int64_t ks = 0;     // [kAmxPairStepKeys][D] bf16 staged key rows
+  int64_t vs = 0;     // [kAmxPairStepKeys][DV] bf16 staged value rows
+  int64_t vi = 0;     // [kAmxPairStepKeys / 32][DV / 32][2][16 pairs][32] bf16: V by key pairs
   int64_t total = 0;  // floats in all
 };
 
@@ -38,10 +40,11 @@ inline FlashAmxLayout flash_amx_layout(int64_t padded_rows, int64_t head_rows, i
   take(s.m, padded_rows);
   take(s.l, padded_rows);
   take(s.vis, 2 * head_rows);
-  take(s.st, int64_t{kAmxStepKeys} * kAmxRows);
-  take(s.pa, int64_t{kAmxStepKeys} / 16 * 2 * kAmxRows * 32 / 2);
-  take(s.ks, int64_t{kAmxStepKeys} * head_size / 2);
-  take(s.vs, int64_t{kAmxStepKeys} * head_size_v / 2);
+  take(s.st, 2 * int64_t{kAmxPairStepKeys} * kAmxRows);
+  take(s.pa, 2 * int64_t{kAmxPairStepKeys} * kAmxRows / 2);
+  take(s.ks, int64_t{kAmxPairStepKeys} * head_size / 2);
+  take(s.vs, int64_t{kAmxPairStepKeys} * head_size_v / 2);
+  take(s.vi, int64_t{kAmxPairStepKeys} * head_size_v / 2);
   s.total = at;  // the thread's scratch starts 64-byte aligned (cpu::thread_scratch)
   return s;
 }
