@@ -140,13 +140,16 @@ int main(int argc, char** argv) {
     std::printf("load average at start: %s\n", load_average().c_str());
     std::printf("threads %d, cpu isa %s\n", threads,
                 std::string(attnkit::cpu::to_string(attnkit::cpu::active_cpu_isa())).c_str());
-    std::printf("ceilings: read %.2f GB/s, fp32 FMA (%s) %.1f GFLOP/s, bf16 dot %.1f GFLOP/s\n",
-                ceilings.read_gb_per_s, ceilings.fma_isa, ceilings.fma_gflop_per_s,
-                ceilings.bf16_dot_gflop_per_s);
     std::printf(
-        "ceilings by CPU time: read %.2f GB/s, fp32 FMA %.1f GFLOP/s, bf16 dot %.1f GFLOP/s\n\n",
-        ceilings.read_gb_per_s_cpu, ceilings.fma_gflop_per_s_cpu,
-        ceilings.bf16_dot_gflop_per_s_cpu);
+        "ceilings: read %.2f GB/s, fp32 FMA (%s) %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, AMX bf16 "
+        "%.1f GFLOP/s\n",
+        ceilings.read_gb_per_s, ceilings.fma_isa, ceilings.fma_gflop_per_s,
+        ceilings.bf16_dot_gflop_per_s, ceilings.amx_bf16_gflop_per_s);
+    std::printf(
+        "ceilings by CPU time: read %.2f GB/s, fp32 FMA %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, AMX "
+        "bf16 %.1f GFLOP/s\n\n",
+        ceilings.read_gb_per_s_cpu, ceilings.fma_gflop_per_s_cpu, ceilings.bf16_dot_gflop_per_s_cpu,
+        ceilings.amx_bf16_gflop_per_s_cpu);
     std::printf(
         "| shape | median ms | min ms | KV GB/s | %% read BW | GFLOP/s | %% FLOP ceiling | best %% "
         "| "

@@ -199,6 +199,7 @@ void run_bench(const BenchArgs& a) {
     j["fma_gflop_per_s_ceiling"] = ceilings.fma_gflop_per_s;
     j["fma_isa"] = ceilings.fma_isa;
     j["bf16_dot_gflop_per_s_ceiling"] = ceilings.bf16_dot_gflop_per_s;
+    j["amx_bf16_gflop_per_s_ceiling"] = ceilings.amx_bf16_gflop_per_s;
     j["kv_read_ratio"] = r.read_ratio;
     j["flop_ratio"] = r.flop_ratio;
     print_json(j);

@@ -251,7 +251,15 @@ BenchReport make_report(const BenchShape& shape, const Timing& timing,
   r.read_ratio = ceilings.read_gb_per_s > 0 ? r.kv_gb_per_s / ceilings.read_gb_per_s : 0.0;
   const bool bf16 = shape.dtype == DType::kBFloat16 &&
                     scalar_type_of(shape.kv_cache_dtype, shape.dtype) == ScalarType::kBFloat16;
-  r.flop_ceiling_gflop_per_s = bf16 && ceilings.bf16_dot_gflop_per_s > 0
+  // The AMX tile rate where the machine runs those kernels and the shape is theirs: bf16 with
+  // at least 8 query rows per KV head in some request (CPU_FLASH's tile kernels take such
+  // items: prefill tiles, decode with GQA groups of 8 or more).
+  const int group = shape.num_heads / std::max(1, shape.num_kv_heads);
+  const int most_tokens =
+      shape.q_lens.empty() ? 0 : *std::max_element(shape.q_lens.begin(), shape.q_lens.end());
+  const bool amx = bf16 && ceilings.amx_bf16_gflop_per_s > 0 && most_tokens * group >= 8;
+  r.flop_ceiling_gflop_per_s = amx ? ceilings.amx_bf16_gflop_per_s
+                               : bf16 && ceilings.bf16_dot_gflop_per_s > 0
                                    ? ceilings.bf16_dot_gflop_per_s
                                    : ceilings.fma_gflop_per_s;
   r.flop_ratio = r.flop_ceiling_gflop_per_s > 0 ? r.gflop_per_s / r.flop_ceiling_gflop_per_s : 0.0;
@@ -259,7 +267,8 @@ BenchReport make_report(const BenchShape& shape, const Timing& timing,
     const double cpu_seconds = timing.min_cpu_us * 1e-6 / std::max(ceilings.threads, 1);
     r.kv_gb_per_s_cpu = w.kv_bytes / cpu_seconds / 1e9;
     r.gflop_per_s_cpu = w.flops / cpu_seconds / 1e9;
-    const double flop_cpu = bf16 && ceilings.bf16_dot_gflop_per_s_cpu > 0
+    const double flop_cpu = amx ? ceilings.amx_bf16_gflop_per_s_cpu
+                            : bf16 && ceilings.bf16_dot_gflop_per_s_cpu > 0
                                 ? ceilings.bf16_dot_gflop_per_s_cpu
                                 : ceilings.fma_gflop_per_s_cpu;
     r.read_ratio_cpu =

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "attnkit/kernels/cpu_isa.h"
+
 namespace {
 
 struct CliResult {
@@ -64,6 +66,30 @@ TEST(BenchCli, CeilingsFollowTheForcedCpuIsa) {
   EXPECT_GT(j["fma_gflop_per_s_ceiling"].get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(j["flop_ceiling_gflop_per_s"].get<double>(),
                    j["fma_gflop_per_s_ceiling"].get<double>());
+}
+
+// A bf16 prefill shape on a machine that runs the AMX tile kernels is held to the tile rate;
+// with them switched off, to the bf16-dot rate of the kernels that then run.
+TEST(BenchCli, CeilingsFollowTheAmxSwitch) {
+  if (!attnkit::cpu::amx_bf16_available()) {
+    GTEST_SKIP() << "this machine cannot run AMX-BF16 tile kernels (CPU or OS)";
+  }
+  const std::string cmd =
+      "bench --backend cpu_flash --heads 4/2 --head-size 64 --batch 1 --context 64 --query-len 16 "
+      "--dtype bf16 --kv-cache-dtype bf16 --threads 1 --repeats 1 --warmup 0 --read-buffer-mb 8 "
+      "--json";
+  CliResult r = run_cli(cmd, "ATTNKIT_CPU_ISA=avx512");
+  ASSERT_EQ(r.status, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["amx_bf16_gflop_per_s_ceiling"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["flop_ceiling_gflop_per_s"].get<double>(),
+                   j["amx_bf16_gflop_per_s_ceiling"].get<double>());
+  r = run_cli(cmd, "ATTNKIT_CPU_ISA=avx512 ATTNKIT_CPU_AMX=0");
+  ASSERT_EQ(r.status, 0) << r.out;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["amx_bf16_gflop_per_s_ceiling"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(j["flop_ceiling_gflop_per_s"].get<double>(),
+                   j["bf16_dot_gflop_per_s_ceiling"].get<double>());
 }
 
 TEST(BenchCli, BadValuesAreNamed) {
