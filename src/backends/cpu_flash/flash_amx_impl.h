@@ -112,9 +112,11 @@ class AmxItemKernel {
     }
   }
 
-  // One step of 64 keys (or the last `keys`) for KV head kv_head (the item's h-th).
-  void step(int seq, int kv_head, int h, int k0, int keys, int k_begin, int k_end) {
-    const int tiles = (keys + 15) / 16;
+  // The 16-key tiles of KV head kv_head's K and V rows of the step at k0 (amx_step_tiles: read
+  // where they lie, or staged with zero rows outside [k_begin, k_end)).
+  void locate_tiles(int seq, int kv_head, int k0, int tiles, int k_begin, int k_end,
+                    const uint16_t** kp, int64_t* k_stride, const uint16_t** vp,
+                    int64_t* v_stride) const {
     const auto* k_head = static_cast<const uint16_t*>(p_.k_cache) + kv_head * p_.k_head_stride;
     const auto* v_head = static_cast<const uint16_t*>(p_.v_cache) + kv_head * p_.v_head_stride;
     const int page = p_.block_table != nullptr ? p_.block_size : 0;
@@ -128,15 +130,21 @@ class AmxItemKernel {
         return head + blk * block_stride + int64_t{key % p_.block_size} * token_stride;
       };
     };
-    const uint16_t* kp[4];
-    const uint16_t* vp[4];
-    int64_t k_stride[4], v_stride[4];
     amx_step_tiles(row_in(k_head, p_.k_block_stride, p_.k_token_stride), k0, tiles, k_begin, k_end,
                    page, p_.k_token_stride * 2, d_, reinterpret_cast<uint16_t*>(base_ + lay_.ks),
                    kp, k_stride);
     amx_step_tiles(row_in(v_head, p_.v_block_stride, p_.v_token_stride), k0, tiles, k_begin, k_end,
                    page, p_.v_token_stride * 2, dv_, reinterpret_cast<uint16_t*>(base_ + lay_.vs),
                    vp, v_stride);
+  }
+
+  // One step of 64 keys (or the last `keys`) for KV head kv_head (the item's h-th).
+  void step(int seq, int kv_head, int h, int k0, int keys, int k_begin, int k_end) {
+    const int tiles = (keys + 15) / 16;
+    const uint16_t* kp[4];
+    const uint16_t* vp[4];
+    int64_t k_stride[4], v_stride[4];
+    locate_tiles(seq, kv_head, k0, tiles, k_begin, k_end, kp, k_stride, vp, v_stride);
     const auto* vb = reinterpret_cast<const int32_t*>(base_ + lay_.vis);
     const int32_t* ve = vb + head_rows_;
     float* st = base_ + lay_.st;
@@ -156,28 +164,10 @@ class AmxItemKernel {
   void pair_step(int seq, int kv_head, int h, int k0, int keys, int k_begin, int k_end) {
     constexpr int kTiles = kAmxPairStepKeys / 16;
     const int tiles = (keys + 15) / 16, chunks = (keys + 31) / 32;
-    const auto* k_head = static_cast<const uint16_t*>(p_.k_cache) + kv_head * p_.k_head_stride;
-    const auto* v_head = static_cast<const uint16_t*>(p_.v_cache) + kv_head * p_.v_head_stride;
-    const int page = p_.block_table != nullptr ? p_.block_size : 0;
-    const auto row_in = [&](const uint16_t* head, int64_t block_stride, int64_t token_stride) {
-      return [this, head, block_stride, token_stride, seq](int key) {
-        if (p_.block_table == nullptr) {
-          return head + (int64_t{p_.kv_start_loc[seq]} + key) * token_stride;
-        }
-        const int64_t blk =
-            p_.block_table[int64_t{seq} * p_.block_table_stride + key / p_.block_size];
-        return head + blk * block_stride + int64_t{key % p_.block_size} * token_stride;
-      };
-    };
     const uint16_t* kp[kTiles];
     const uint16_t* vp[kTiles];
     int64_t k_stride[kTiles], v_stride[kTiles];
-    amx_step_tiles(row_in(k_head, p_.k_block_stride, p_.k_token_stride), k0, tiles, k_begin, k_end,
-                   page, p_.k_token_stride * 2, d_, reinterpret_cast<uint16_t*>(base_ + lay_.ks),
-                   kp, k_stride);
-    amx_step_tiles(row_in(v_head, p_.v_block_stride, p_.v_token_stride), k0, tiles, k_begin, k_end,
-                   page, p_.v_token_stride * 2, dv_, reinterpret_cast<uint16_t*>(base_ + lay_.vs),
-                   vp, v_stride);
+    locate_tiles(seq, kv_head, k0, tiles, k_begin, k_end, kp, k_stride, vp, v_stride);
     auto* vi = reinterpret_cast<uint16_t*>(base_ + lay_.vi);
     amx_interleave_values(vp, v_stride, tiles, dv_, vi);
     const auto* vb = reinterpret_cast<const int32_t*>(base_ + lay_.vis);
