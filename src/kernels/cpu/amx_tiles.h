@@ -111,18 +111,9 @@ inline void amx_scores2(const uint16_t* const* ka, const int64_t* ka_stride, int
     _tile_stored(2, st0 + int64_t{256} * (t + 1), 64);
     _tile_stored(3, st1 + int64_t{256} * (t + 1), 64);
   }
-  if (t < tiles) {  // an odd tile count: the last key tile alone
-    _tile_zero(0);
-    _tile_zero(1);
-    for (int64_t c = 0; c < D; c += 32) {
-      ATTNKIT_TILE_LOAD(4, ka[t] + c, ka_stride[t]);
-      ATTNKIT_TILE_LOAD(6, qt0 + c * 16, 64);
-      ATTNKIT_TILE_LOAD(7, qt1 + c * 16, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-    }
-    _tile_stored(0, st0 + int64_t{256} * t, 64);
-    _tile_stored(1, st1 + int64_t{256} * t, 64);
+  if (t < tiles) {  // an odd tile count: the last key tile, one group at a time
+    amx_scores(ka + t, ka_stride + t, 1, qt0, D, st0 + int64_t{256} * t);
+    amx_scores(ka + t, ka_stride + t, 1, qt1, D, st1 + int64_t{256} * t);
   }
 }
 
