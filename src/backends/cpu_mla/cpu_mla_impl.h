@@ -21,7 +21,8 @@ class CpuMlaMetadata final : public AttentionMetadata {
  public:
   const CommonAttentionMetadata& common() const override { return *common_; }
   const MlaPlan& plan() const { return plan_; }
-  // Layers sharing this plan run one after another, so one workspace serves them all.
+  // Layers sharing this plan run one after another, so one workspace serves them all. The
+  // builder keeps one metadata and sizes its workspace in build(), which only grows it.
   MlaWorkspace& workspace() const { return workspace_; }
 
  private:

@@ -127,6 +127,41 @@ TEST(CpuMla, SplitKvDecodeOfFewLongRequestsMatchesReference) {
   EXPECT_GT(plan.partial_rows, 0);
 }
 
+// The split-KV partial results are sized by build(), which the engine runs once per step,
+// so forward() neither allocates nor page-faults them; a later smaller step keeps the
+// buffer (it only grows).
+TEST(CpuMla, BuildSizesTheSplitPartialsForForward) {
+  const auto mla = make_cpu_mla_backend();
+  MlaCase c;
+  c.num_heads = 16;
+  const AttentionLayerParams layer = mla_layer(c);
+  auto builder = mla->make_builder(KvCacheSpec{}, layer);
+  auto one_request = [](int seq_len) {
+    CommonAttentionMetadata common;
+    common.num_reqs = 1;
+    common.num_actual_tokens = 1;
+    common.query_start_loc = {0, 1};
+    common.seq_lens = {seq_len};
+    common.block_size = 64;
+    common.max_blocks_per_req = (seq_len + 63) / 64;
+    for (int b = 0; b < common.max_blocks_per_req; ++b) common.block_table.push_back(b);
+    common.slot_mapping = {seq_len - 1};
+    return common;
+  };
+  const CommonAttentionMetadata long_step = one_request(4096);
+  const auto& meta = dynamic_cast<const cpu_mla::CpuMlaMetadata&>(builder->build(long_step));
+  const int64_t rows = meta.plan().partial_rows;
+  ASSERT_GT(rows, 0) << "a one-request step of 4096 keys is split across threads";
+  EXPECT_GE(static_cast<int64_t>(meta.workspace().partial_out.size()), rows * kLora);
+  EXPECT_GE(static_cast<int64_t>(meta.workspace().partial_ml.size()), 2 * rows);
+  const float* partials = meta.workspace().partial_out.data();
+
+  const CommonAttentionMetadata short_step = one_request(1024);
+  const auto& again = dynamic_cast<const cpu_mla::CpuMlaMetadata&>(builder->build(short_step));
+  EXPECT_GT(again.plan().partial_rows, 0);
+  EXPECT_EQ(again.workspace().partial_out.data(), partials);
+}
+
 // Kernel-level parameters of the 5-request batch the split and AMX tests share (qsl, seq):
 // latent rows of kLatent in pages of `block`, `max_blocks` table entries per request.
 PagedAttentionParams kernel_params(const std::vector<int32_t>& qsl, const std::vector<int32_t>& seq,
