@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::string_view kSwitchValues = "1, 0, on, off, true, false";
 
-constexpr std::array<OptionInfo, 10> kOptions{{
+constexpr std::array<OptionInfo, 11> kOptions{{
     {Option::kAttentionBackend, "ATTNKIT_ATTENTION_BACKEND", "unset (automatic selection)",
      "a registered backend name (case-insensitive)",
      "Forces the global attention backend; an error together with a config's backend."},
@@ -44,6 +44,11 @@ constexpr std::array<OptionInfo, 10> kOptions{{
     {Option::kTuningCache, "ATTNKIT_TUNING_CACHE",
      "$XDG_CACHE_HOME/attnkit/tuning.json, else ~/.cache/attnkit/tuning.json", "a file path",
      "Where \"tuned\" backend choices keep their timings; --tuning-cache overrides it."},
+    {Option::kHugePages, "ATTNKIT_HUGE_PAGES", "on (where Linux offers transparent huge pages)",
+     kSwitchValues,
+     "Host KV caches (and the CPU benchmarks' caches and read ceiling) of 2 MiB or more are "
+     "2 MiB aligned and advised for transparent huge pages; off keeps 4 KiB pages. Read at each "
+     "allocation."},
 }};
 // option_info() indexes kOptions by the enum.
 static_assert([] {

@@ -8,17 +8,22 @@
 #include <new>
 #include <utility>
 
+#include "attnkit/core/host_memory.h"
+
 namespace attnkit {
 
 void* HostKvMemoryAllocator::allocate(size_t bytes) {
+  // Huge pages for a cache of 2 MiB or more (core/host_memory.h): zeroing it here faults
+  // them in.
   constexpr size_t kAlign = 256;
-  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded);
-  if (p == nullptr) {
+  void* p = nullptr;
+  try {
+    p = allocate_streamed_host_memory(bytes, kAlign);
+  } catch (const Error&) {
     throw Error(ErrorCode::kOutOfMemory,
                 fmt::format("cannot allocate {} bytes of host memory for the KV cache", bytes));
   }
-  std::memset(p, 0, rounded);
+  std::memset(p, 0, std::max<size_t>(bytes, 1));
   return p;
 }
 

@@ -27,7 +27,7 @@ TEST(Options, EveryOptionIsDeclaredOnceWithHelp) {
     EXPECT_FALSE(info.valid.empty()) << info.name;
     EXPECT_FALSE(info.help.empty()) << info.name;
   }
-  EXPECT_EQ(names.size(), 10u);
+  EXPECT_EQ(names.size(), 11u);
 }
 
 TEST(Options, SwitchParsesItsSpellingsAndRejectsOthers) {

@@ -29,6 +29,7 @@ enum class Option {
   kCudaMlaSm90Tiles,     // ATTNKIT_CUDA_MLA_SM90_TILES: CUDA_MLA's sm_90 large-row tiles
   kPoisonMemory,         // ATTNKIT_POISON_MEMORY: fresh host memory filled with NaN bytes
   kTuningCache,          // ATTNKIT_TUNING_CACHE: the file of "tuned" backend timings
+  kHugePages,            // ATTNKIT_HUGE_PAGES: transparent huge pages for host KV caches
 };
 
 struct ATTNKIT_API OptionInfo {

@@ -42,7 +42,8 @@ class ATTNKIT_API KvMemoryAllocator {
   virtual void deallocate(void* ptr, size_t bytes) noexcept = 0;
 };
 
-// Host memory (aligned, zero-filled).
+// Host memory, zero-filled: 256-byte aligned, and a buffer of 2 MiB or more in transparent
+// huge pages (allocate_streamed_host_memory, core/host_memory.h; ATTNKIT_HUGE_PAGES).
 class ATTNKIT_API HostKvMemoryAllocator final : public KvMemoryAllocator {
  public:
   Device device() const override { return Device{}; }
