@@ -141,10 +141,11 @@ int main(int argc, char** argv) {
     std::printf("threads %d, cpu isa %s\n", threads,
                 std::string(attnkit::cpu::to_string(attnkit::cpu::active_cpu_isa())).c_str());
     std::printf(
-        "ceilings: read %.2f GB/s, fp32 FMA (%s) %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, AMX bf16 "
-        "%.1f GFLOP/s\n",
-        ceilings.read_gb_per_s, ceilings.fma_isa, ceilings.fma_gflop_per_s,
-        ceilings.bf16_dot_gflop_per_s, ceilings.amx_bf16_gflop_per_s);
+        "ceilings: read %.2f GB/s (%s), fp32 FMA (%s) %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, AMX "
+        "bf16 %.1f GFLOP/s\n",
+        ceilings.read_gb_per_s, ceilings.read_huge_pages ? "huge pages" : "4 KiB pages",
+        ceilings.fma_isa, ceilings.fma_gflop_per_s, ceilings.bf16_dot_gflop_per_s,
+        ceilings.amx_bf16_gflop_per_s);
     std::printf(
         "ceilings by CPU time: read %.2f GB/s, fp32 FMA %.1f GFLOP/s, bf16 dot %.1f GFLOP/s, AMX "
         "bf16 %.1f GFLOP/s\n\n",

@@ -20,8 +20,8 @@ import statistics
 import subprocess
 import sys
 
-CEILINGS = re.compile(r"^ceilings: read ([0-9.]+) GB/s, fp32 FMA \(\S+\) ([0-9.]+) GFLOP/s",
-                      re.M)
+CEILINGS = re.compile(r"^ceilings: read ([0-9.]+) GB/s(?: \([^)]*\))?, fp32 FMA \(\S+\) "
+                      r"([0-9.]+) GFLOP/s", re.M)
 ISA = re.compile(r"cpu isa (\S+)")
 
 

@@ -345,8 +345,8 @@ def run_attnkit(bench, shape, args):
         log(f"error: {shape.name}: cpu_attention_bench exited {p.returncode}\n{p.stderr}")
         return None
     isa = re.search(r"cpu isa (\S+)", p.stdout)
-    ceil = re.search(r"^ceilings: read ([0-9.]+) GB/s, fp32 FMA \(\S+\) ([0-9.]+) GFLOP/s",
-                     p.stdout, re.M)
+    ceil = re.search(r"^ceilings: read ([0-9.]+) GB/s(?: \([^)]*\))?, fp32 FMA \(\S+\) "
+                     r"([0-9.]+) GFLOP/s", p.stdout, re.M)
     for line in p.stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cells and cells[0] == shape.name:
@@ -363,6 +363,7 @@ def side_by_side(binary, shapes, args):
     print("\n| shape | unit | attnkit CPU_FLASH (bf16) | attnkit ISA | % of ceiling | ggml f16 "
           "| ggml bf16 | attnkit / best ggml |\n|---|---|---|---|---|---|---|---|", flush=True)
     failed = 0
+    advised = set()
     for shape in shapes:
         ours, ceilings, theirs = [], [], {t: [] for t in args.kv_types}
         isa = "?"
@@ -380,6 +381,7 @@ def side_by_side(binary, shapes, args):
                         r["check_nmse"] > NMSE_LIMIT:
                     failed += 1
                     continue
+                advised.add(bool(r.get("huge_pages_advised")))
                 seconds = r["median_ms"] * 1e-3
                 theirs[kv_type].append(shape.kv_bytes() / seconds / 1e9 if shape.query_len == 1
                                        else shape.flops() / seconds / 1e9)
@@ -393,6 +395,11 @@ def side_by_side(binary, shapes, args):
         unit = "KV GB/s" if shape.query_len == 1 else "GFLOP/s"
         print(f"| {shape.name} | {unit} | {mine:.2f} | {isa} | {100 * mine / ceiling:.0f}% | "
               f"{cell['f16']} | {cell['bf16']} | {mine / best:.2f} |", flush=True)
+    if advised:
+        print("\nggml's tensors: " + ("advised for transparent huge pages, as attnkit's caches "
+                                     "and read ceiling are (ATTNKIT_HUGE_PAGES)" if advised == {True}
+                                     else "in 4 KiB pages" if advised == {False}
+                                     else "some advised for huge pages, some not"), flush=True)
     return failed
 
 
@@ -448,7 +455,9 @@ def main():
             if not header_done:
                 log(f"ggml {r['ggml_commit']} from {ggml_dir}, CPU backend compiled with "
                     f"{r['cpu_features']}; {args.threads} threads, {args.warmup} warm-up + "
-                    f"{args.repeats} timed calls per row" + (f"; {omp_env}" if omp_env else ""),
+                    f"{args.repeats} timed calls per row" + (f"; {omp_env}" if omp_env else "") +
+                    ("; tensors advised for transparent huge pages, as attnkit's caches are"
+                     if r.get("huge_pages_advised") else "; tensors in 4 KiB pages"),
                     file=info)
                 if not args.csv:
                     print("\n| shape | KV | median ms | min ms | KV GB/s | GFLOP/s | layers | "

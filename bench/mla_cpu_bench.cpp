@@ -30,6 +30,7 @@
 #include "attnkit/bench/attention_bench.h"
 #include "attnkit/bench/machine_ceilings.h"
 #include "attnkit/bench/mla_decode.h"
+#include "attnkit/core/host_memory.h"
 #include "attnkit/core/numeric.h"
 #include "attnkit/core/tensor.h"
 #include "attnkit/kernels/cpu_isa.h"
@@ -40,6 +41,10 @@ namespace {
 
 using namespace attnkit;
 using Clock = std::chrono::steady_clock;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -69,13 +74,17 @@ Result run_shape(int heads, int batch, int context, int iterations, std::mt19937
   const int sets = static_cast<int>(std::clamp(bench::kMinRotatedBytes / set_bytes + 1, 1.0, 64.0));
   const int64_t total_blocks = int64_t{sets} * batch * pages;
 
-  // Line-aligned like the library's cache storage: a std::vector's 16-byte alignment made
+  // Allocated like the library's host cache storage (core/host_memory.h: 256-byte aligned,
+  // huge pages), as the read ceiling's buffer is: a std::vector's 16-byte alignment made
   // every 64-byte load of a 1152-byte latent row straddle two cache lines.
-  HostTensor cache(ScalarType::kBFloat16, {total_blocks, kPage, 1, kLatent});
+  const size_t cache_elems = static_cast<size_t>(total_blocks) * kPage * kLatent;
+  const std::unique_ptr<void, FreeDeleter> cache_memory(
+      allocate_streamed_host_memory(cache_elems * sizeof(uint16_t), 256));
+  const TensorView cache = TensorView::contiguous(cache_memory.get(), ScalarType::kBFloat16,
+                                                  {total_blocks, kPage, 1, kLatent});
   {
-    const std::vector<uint16_t> values =
-        random_bf16(static_cast<size_t>(total_blocks) * kPage * kLatent, gen);
-    std::copy(values.begin(), values.end(), cache.data_as<uint16_t>());
+    const std::vector<uint16_t> values = random_bf16(cache_elems, gen);
+    std::copy(values.begin(), values.end(), static_cast<uint16_t*>(cache_memory.get()));
   }
   std::vector<uint16_t> q = random_bf16(static_cast<size_t>(batch) * heads * kLatent, gen);
   std::vector<uint16_t> key = random_bf16(static_cast<size_t>(batch) * kLatent, gen);
@@ -87,7 +96,7 @@ Result run_shape(int heads, int batch, int context, int iterations, std::mt19937
   KvCacheTensors kv;
   kv.layout = KvLayout::kNHD;
   kv.block_size = kPage;
-  kv.key = cache.view();
+  kv.key = cache;
   const TensorView qv =
       TensorView::contiguous(q.data(), ScalarType::kBFloat16, {batch, heads, kLatent});
   const TensorView ov =
@@ -136,10 +145,10 @@ int main(int argc, char** argv) {
                          : dot ? ceilings.bf16_dot_gflop_per_s
                                : ceilings.fma_gflop_per_s;
   std::printf(
-      "read bandwidth %.2f GB/s (512 MiB, best of 5); fp32 FMA %.1f GFLOP/s (%s); bf16 dot "
+      "read bandwidth %.2f GB/s (512 MiB, best of 5, %s); fp32 FMA %.1f GFLOP/s (%s); bf16 dot "
       "%.1f GFLOP/s; AMX bf16 %.1f GFLOP/s; compute ceiling of these kernels: %s\n",
-      read_bw, ceilings.fma_gflop_per_s, ceilings.fma_isa, ceilings.bf16_dot_gflop_per_s,
-      ceilings.amx_bf16_gflop_per_s,
+      read_bw, ceilings.read_huge_pages ? "huge pages" : "4 KiB pages", ceilings.fma_gflop_per_s,
+      ceilings.fma_isa, ceilings.bf16_dot_gflop_per_s, ceilings.amx_bf16_gflop_per_s,
       amx   ? "AMX bf16"
       : dot ? "bf16 dot"
             : "fp32 FMA");

@@ -195,6 +195,7 @@ void run_bench(const BenchArgs& a) {
     j["kv_gb_per_s"] = r.kv_gb_per_s;
     j["gflop_per_s"] = r.gflop_per_s;
     j["read_gb_per_s_ceiling"] = ceilings.read_gb_per_s;
+    j["read_huge_pages"] = ceilings.read_huge_pages;
     j["flop_ceiling_gflop_per_s"] = r.flop_ceiling_gflop_per_s;
     j["fma_gflop_per_s_ceiling"] = ceilings.fma_gflop_per_s;
     j["fma_isa"] = ceilings.fma_isa;
@@ -211,8 +212,9 @@ void run_bench(const BenchArgs& a) {
               shape.causal ? ", causal" : ", non-causal");
   std::printf("time         %.1f us median (min %.1f, %d repeats; %.1f us of CPU time)\n",
               r.median_us, r.min_us, timing.repeats, timing.median_cpu_us);
-  std::printf("KV read      %.2f GB/s = %.0f%% of measured read bandwidth %.2f GB/s\n",
-              r.kv_gb_per_s, 100 * r.read_ratio, ceilings.read_gb_per_s);
+  std::printf("KV read      %.2f GB/s = %.0f%% of measured read bandwidth %.2f GB/s (%s)\n",
+              r.kv_gb_per_s, 100 * r.read_ratio, ceilings.read_gb_per_s,
+              ceilings.read_huge_pages ? "huge pages, as the cache" : "4 KiB pages, as the cache");
   std::printf("compute      %.1f GFLOP/s = %.0f%% of measured ceiling %.1f GFLOP/s\n",
               r.gflop_per_s, 100 * r.flop_ratio, r.flop_ceiling_gflop_per_s);
 }

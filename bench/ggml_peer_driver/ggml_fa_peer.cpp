@@ -23,6 +23,12 @@
 // a call does not find the KV of the previous one in the last-level cache. Each timed call is
 // one ggml_backend_graph_compute, timed with std::chrono::steady_clock.
 //
+// The buffer holding every tensor is advised for transparent huge pages before it is filled
+// (madvise MADV_HUGEPAGE, Linux), as attnkit's benchmark allocates its caches and its read
+// ceiling (attnkit/core/host_memory.h), so that both sides read through the same kind of
+// pages; ATTNKIT_HUGE_PAGES=0 (the variable attnkit reads) leaves 4 KiB pages, as ggml
+// itself does.
+//
 // Prints one JSON object on stdout: the per-call times, their median and minimum, the ggml
 // build (commit, compiled-in CPU features), the layers and the result of the check. Exit
 // status: 0 when it ran (whatever the check found), 1 on a ggml failure, 2 on bad arguments.
@@ -42,6 +48,10 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace {
 
@@ -238,6 +248,24 @@ std::string cpu_features() {
   return s.empty() ? "none" : s;
 }
 
+// Advises the whole 4 KiB pages of [base, base + bytes) for transparent huge pages unless
+// ATTNKIT_HUGE_PAGES is 0/off/false; returns whether it did.
+bool advise_huge_pages(void* base, size_t bytes) {
+  const char* env = std::getenv("ATTNKIT_HUGE_PAGES");
+  if (env != nullptr) {
+    const std::string v = env;
+    if (v == "0" || v == "off" || v == "false") return false;
+  }
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = (reinterpret_cast<uintptr_t>(base) + kPage - 1) / kPage * kPage;
+  const auto end = (reinterpret_cast<uintptr_t>(base) + bytes) / kPage * kPage;
+  return end > begin && madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) == 0;
+#else
+  return false;
+#endif
+}
+
 int fail(const char* what) {
   std::fprintf(stderr, "ggml_fa_peer: %s\n", what);
   return 1;
@@ -293,6 +321,8 @@ int main(int argc, char** argv) {
   ggml_backend_buffer_t buffer = ggml_backend_alloc_ctx_tensors(ctx, backend);
   if (!buffer) return fail("could not allocate the tensors");
   if (!ggml_backend_buffer_is_host(buffer)) return fail("the CPU buffer is not host memory");
+  const bool huge_pages =
+      advise_huge_pages(ggml_backend_buffer_get_base(buffer), ggml_backend_buffer_get_size(buffer));
 
   Rng rng(0x5EED);
   fill_f32(q, rng, -1.0f, 1.0f);
@@ -334,8 +364,9 @@ int main(int argc, char** argv) {
 
   std::printf("{\"ggml_commit\": \"%s\", \"cpu_features\": \"%s\", \"threads\": %d, ",
               ggml_commit(), cpu_features().c_str(), o.threads);
-  std::printf("\"layers\": %d, \"layer_mib\": %.3f, \"warmup\": %d, \"ms\": [", layers,
-              layer_bytes / 1048576.0, o.warmup);
+  std::printf("\"layers\": %d, \"layer_mib\": %.3f, \"huge_pages_advised\": %s, ", layers,
+              layer_bytes / 1048576.0, huge_pages ? "true" : "false");
+  std::printf("\"warmup\": %d, \"ms\": [", o.warmup);
   for (size_t i = 0; i < ms.size(); ++i) std::printf("%s%.6f", i ? ", " : "", ms[i]);
   std::printf("], \"median_ms\": %.6f, \"min_ms\": %.6f, ", median(ms),
               *std::min_element(ms.begin(), ms.end()));

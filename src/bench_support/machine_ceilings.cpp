@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <iterator>
-#include <vector>
+#include <memory>
 
 #include "attnkit/build_config.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/host_memory.h"
 #include "attnkit/core/platform.h"
 #include "attnkit/kernels/cpu_isa.h"
 
@@ -26,6 +28,10 @@
 
 namespace attnkit::bench {
 namespace {
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -191,9 +197,12 @@ namespace {
 
 Rates read_rates(int threads, size_t bytes, int repeats) {
   const size_t n = bytes / sizeof(float);
-  // 64-byte aligned, first-touched by the threads that will read it.
-  std::vector<float> storage(n + 16);
-  float* buf = storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) % 64 / 4) % 16;
+  // Allocated as the host KV cache is (huge pages from 2 MiB on, core/host_memory.h), so
+  // the ceiling and the kernels it is set against read through the same kind of pages;
+  // first touched by the threads that will read it.
+  const std::unique_ptr<float, FreeDeleter> storage(
+      static_cast<float*>(allocate_streamed_host_memory(std::max<size_t>(n, 1) * sizeof(float))));
+  float* buf = storage.get();
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) buf[i] = static_cast<float>(i & 7);
 #if defined(__x86_64__)
@@ -231,6 +240,7 @@ MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes) {
   const Rates read = read_rates(threads, read_bytes, 5);
   c.read_gb_per_s = read.wall / 1e9;
   c.read_gb_per_s_cpu = read.cpu / 1e9;
+  c.read_huge_pages = read_bytes >= kHugePageBytes && streamed_host_memory_uses_huge_pages();
   auto set_fma = [&c](Rates r) {
     c.fma_gflop_per_s = r.wall / 1e9;
     c.fma_gflop_per_s_cpu = r.cpu / 1e9;

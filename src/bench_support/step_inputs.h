@@ -15,13 +15,15 @@
 #include "attnkit/backend/backend.h"
 #include "attnkit/bench/attention_bench.h"
 #include "attnkit/core/error.h"
+#include "attnkit/core/host_memory.h"
 #include "attnkit/core/tensor.h"
 
 namespace attnkit::bench {
 
-// A zero-filled byte buffer aligned like the library's KV cache storage (256 bytes), so
-// rows start on cache lines as they do in a real cache (a plain std::vector is only 16-byte
-// aligned, which makes every 64-byte vector load of a row straddle two cache lines).
+// A zero-filled byte buffer allocated like the library's host KV cache storage (256-byte
+// aligned, huge pages from 2 MiB on: core/host_memory.h), so rows start on cache lines and
+// pages are as large as in a real cache (a plain std::vector is only 16-byte aligned, which
+// makes every 64-byte vector load of a row straddle two cache lines).
 class AlignedBytes {
  public:
   static constexpr size_t kAlign = 256;
@@ -29,8 +31,7 @@ class AlignedBytes {
   explicit AlignedBytes(size_t n) { resize(n); }
   void resize(size_t n) {
     const size_t rounded = std::max<size_t>((n + kAlign - 1) / kAlign * kAlign, kAlign);
-    void* p = std::aligned_alloc(kAlign, rounded);
-    if (p == nullptr) throw Error(ErrorCode::kInternal, "benchmark buffer allocation failed");
+    void* p = allocate_streamed_host_memory(rounded, kAlign);
     std::memset(p, 0, rounded);
     data_.reset(static_cast<uint8_t*>(p));
     size_ = n;

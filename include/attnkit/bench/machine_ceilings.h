@@ -2,7 +2,7 @@
 // What this machine can do at best, measured in the same run as a benchmark so that the
 // benchmark's numbers are reported as fractions of them:
 //   - memory read bandwidth: a streaming read (sum) over a buffer far larger than the
-//     caches, on all threads;
+//     caches, on all threads, allocated as host KV caches are (huge pages where they are);
 //   - FLOP ceilings: register-resident loops of independent fp32 FMAs, and of avx512_bf16
 //     dot products (vdpbf16ps, 64 FLOP each), on all threads, with the SIMD width of the
 //     ISA the CPU kernels run (cpu::active_cpu_isa(), ATTNKIT_CPU_ISA): forced AVX2 kernels
@@ -27,6 +27,9 @@ struct ATTNKIT_API MachineCeilings {
   double bf16_dot_gflop_per_s = 0.0;  // 0 without avx512_bf16, or with other kernels active
   const char* fma_isa = "scalar";     // the ISA the FMA loop ran with
   double amx_bf16_gflop_per_s = 0.0;  // 0 where the AMX tile kernels do not run
+  // The read buffer was advised for transparent huge pages, as host KV caches are
+  // (attnkit/core/host_memory.h, ATTNKIT_HUGE_PAGES).
+  bool read_huge_pages = false;
   // The same per CPU-second of each thread (see above).
   double read_gb_per_s_cpu = 0.0;
   double fma_gflop_per_s_cpu = 0.0;
