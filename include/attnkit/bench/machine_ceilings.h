@@ -27,14 +27,14 @@ struct ATTNKIT_API MachineCeilings {
   double bf16_dot_gflop_per_s = 0.0;  // 0 without avx512_bf16, or with other kernels active
   const char* fma_isa = "scalar";     // the ISA the FMA loop ran with
   double amx_bf16_gflop_per_s = 0.0;  // 0 where the AMX tile kernels do not run
-  // The read buffer was advised for transparent huge pages, as host KV caches are
-  // (attnkit/core/host_memory.h, ATTNKIT_HUGE_PAGES).
-  bool read_huge_pages = false;
   // The same per CPU-second of each thread (see above).
   double read_gb_per_s_cpu = 0.0;
   double fma_gflop_per_s_cpu = 0.0;
   double bf16_dot_gflop_per_s_cpu = 0.0;
   double amx_bf16_gflop_per_s_cpu = 0.0;
+  // The read buffer was advised for transparent huge pages, as host KV caches are
+  // (attnkit/core/host_memory.h, ATTNKIT_HUGE_PAGES).
+  bool read_huge_pages = false;
 };
 
 // Measures all ceilings with `threads` OpenMP threads; the read buffer is `read_bytes`.
