@@ -17,14 +17,47 @@ CacheStrides strides_of(const TensorView& t, KvLayout layout) {
 
 }  // namespace
 
+PagedAttentionParams layer_params_for(const AttentionLayerParams& layer) {
+  const bool paged = uses_paged_cache(layer);
+  const bool fp8 = paged && is_fp8(layer.kv_cache_dtype);
+  PagedAttentionParams p;
+  p.q_dtype = scalar_type_of(layer.dtype);
+  p.num_heads = layer.num_heads;
+  p.num_kv_heads = layer.num_kv_heads;
+  p.head_size = layer.head_size;
+  p.head_size_v = layer.head_size_v;
+  p.scale = layer.scale;
+  p.causal = layer.is_causal();
+  p.sliding_window = layer.sliding_window;
+  p.chunk_size = layer.chunk_size;
+  p.soft_cap = layer.soft_cap;
+  p.sinks = layer.sinks.empty() ? nullptr : layer.sinks.data();
+  // Contiguous mode reads the fresh rows, in the compute dtype.
+  p.kv_dtype = paged ? scalar_type_of(layer.kv_cache_dtype, layer.dtype) : p.q_dtype;
+  p.k_scale = fp8 ? layer.k_scale : 1.0f;
+  p.v_scale = fp8 ? (layer.use_mla ? layer.k_scale : layer.v_scale) : 1.0f;
+  return p;
+}
+
+CacheUpdateParams layer_cache_update_params_for(const AttentionLayerParams& layer) {
+  const bool fp8 = is_fp8(layer.kv_cache_dtype);
+  CacheUpdateParams u;
+  u.src_dtype = scalar_type_of(layer.dtype);
+  u.kv_dtype = scalar_type_of(layer.kv_cache_dtype, layer.dtype);
+  u.k_scale = fp8 ? layer.k_scale : 1.0f;
+  u.v_scale = fp8 ? layer.v_scale : 1.0f;
+  u.num_kv_heads = layer.num_kv_heads;
+  u.head_size = layer.head_size;
+  u.head_size_v = layer.use_mla ? 0 : layer.head_size_v;
+  return u;
+}
+
 PagedAttentionParams paged_params_for(const ForwardArgs& a) {
   const AttentionLayerParams& layer = a.layer;
   const CommonAttentionMetadata& c = a.common;
-  const ScalarType dtype = scalar_type_of(layer.dtype);
-  PagedAttentionParams p;
+  PagedAttentionParams p = layer_params_for(layer);
   p.q = a.query.data;
   p.out = a.output.data;
-  p.q_dtype = dtype;
   p.q_token_stride = a.query.stride(0);
   p.q_head_stride = a.query.stride(1);
   p.o_token_stride = a.output.stride(0);
@@ -32,22 +65,12 @@ PagedAttentionParams paged_params_for(const ForwardArgs& a) {
   p.num_seqs = c.num_reqs;
   p.query_start_loc = c.query_start_loc.data();
   p.seq_lens = c.seq_lens.data();
-  p.num_heads = layer.num_heads;
-  p.num_kv_heads = layer.num_kv_heads;
-  p.head_size = layer.head_size;
-  p.head_size_v = layer.head_size_v;
-  p.scale = layer.scale;
-  p.causal = layer.is_causal() && c.causal;
-  p.sliding_window = layer.sliding_window;
-  p.chunk_size = layer.chunk_size;
-  p.soft_cap = layer.soft_cap;
-  p.sinks = layer.sinks.empty() ? nullptr : layer.sinks.data();
+  p.causal = p.causal && c.causal;
 
   if (!uses_paged_cache(layer)) {
     // Contiguous mode over this step's rows: request i's keys start at its first query row.
     p.k_cache = a.key.data;
     p.v_cache = a.value.data;
-    p.kv_dtype = dtype;
     p.k_token_stride = a.key.stride(0);
     p.k_head_stride = head_stride_of(a.key);
     p.v_token_stride = a.value.stride(0);
@@ -55,18 +78,13 @@ PagedAttentionParams paged_params_for(const ForwardArgs& a) {
     p.kv_start_loc = c.query_start_loc.data();
     return p;
   }
-  const bool fp8 = is_fp8(layer.kv_cache_dtype);
   const CacheStrides ks = strides_of(a.cache.key, a.cache.layout);
   p.k_cache = a.cache.key.data;
-  p.kv_dtype = scalar_type_of(layer.kv_cache_dtype, layer.dtype);
-  p.k_scale = fp8 ? layer.k_scale : 1.0f;
-  p.v_scale = fp8 ? layer.v_scale : 1.0f;
   p.k_block_stride = ks.block;
   p.k_token_stride = ks.token;
   p.k_head_stride = ks.head;
   if (layer.use_mla) {
     p.v_cache = a.cache.key.data;
-    p.v_scale = p.k_scale;
     p.v_block_stride = ks.block;
     p.v_token_stride = ks.token;
     p.v_head_stride = ks.head;
@@ -90,17 +108,12 @@ PagedAttentionParams paged_params_for(const ForwardArgs& a) {
 
 CacheUpdateParams cache_update_params_for(const ForwardArgs& a) {
   const AttentionLayerParams& layer = a.layer;
-  const bool fp8 = is_fp8(layer.kv_cache_dtype);
   const CacheStrides ks = strides_of(a.cache.key, a.cache.layout);
-  CacheUpdateParams u;
+  CacheUpdateParams u = layer_cache_update_params_for(layer);
   u.key = a.key.data;
-  u.src_dtype = scalar_type_of(layer.dtype);
   u.key_token_stride = a.key.stride(0);
   u.key_head_stride = head_stride_of(a.key);
   u.k_cache = a.cache.key.data;
-  u.kv_dtype = scalar_type_of(layer.kv_cache_dtype, layer.dtype);
-  u.k_scale = fp8 ? layer.k_scale : 1.0f;
-  u.v_scale = fp8 ? layer.v_scale : 1.0f;
   u.k_block_stride = ks.block;
   u.k_token_stride = ks.token;
   u.k_head_stride = ks.head;
@@ -116,9 +129,6 @@ CacheUpdateParams cache_update_params_for(const ForwardArgs& a) {
   }
   u.slot_mapping = a.common.slot_mapping.data();
   u.num_tokens = static_cast<int>(a.common.slot_mapping.size());
-  u.num_kv_heads = layer.num_kv_heads;
-  u.head_size = layer.head_size;
-  u.head_size_v = layer.use_mla ? 0 : layer.head_size_v;
   u.block_size = a.cache.block_size;
   return u;
 }

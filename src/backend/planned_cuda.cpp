@@ -167,6 +167,11 @@ class PlannedImpl final : public AttentionImpl {
       sinks_ = DeviceBuffer(*memory_, bytes);
       memory_->copy_to_device(sinks_.data(), layer.sinks.data(), bytes);
     }
+    // Every kernel this layer's forwards may launch, loaded now (DevicePlan::load_only).
+    DevicePlan load;
+    load.load_only = true;
+    CacheUpdateParams update = layer_cache_update_params_for(layer);
+    kernels_.launch(layer_params_for(layer), load, uses_paged_cache(layer) ? &update : nullptr);
   }
 
   std::string_view backend_name() const override { return kernels_.backend_name; }

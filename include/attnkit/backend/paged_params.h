@@ -21,4 +21,10 @@ ATTNKIT_API PagedAttentionParams paged_params_for(const ForwardArgs& args);
 // Writing the fresh K/V rows into the cache at the slot mapping (writes_cache(args)).
 ATTNKIT_API CacheUpdateParams cache_update_params_for(const ForwardArgs& args);
 
+// The fields of the two above that the layer alone decides (dtypes, head counts and sizes,
+// mask, scales; no tensor, no metadata, num_tokens 0): what selects a backend's kernels,
+// for loading them before the first forward.
+ATTNKIT_API PagedAttentionParams layer_params_for(const AttentionLayerParams& layer);
+ATTNKIT_API CacheUpdateParams layer_cache_update_params_for(const AttentionLayerParams& layer);
+
 }  // namespace attnkit

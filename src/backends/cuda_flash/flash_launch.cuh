@@ -84,10 +84,10 @@ struct FlashSmallConfig<256> {  // two warps; 254 registers, 104 KiB shared: 2 C
 template <typename T, typename C>
 void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                         const DevicePlan& plan, const CacheUpdateParams& fresh_kv) {
-  if (count == 0) return;
   static const bool configured = allow_dynamic_smem(flash_attention_kernel<T, C>, C::kSmemBytes);
   (void)configured;
-  flash_trace_bind();  // nothing unless built with ATTNKIT_FLASH_TRACE
+  if (count == 0) return;  // and DevicePlan::load_only: loaded above
+  flash_trace_bind();      // nothing unless built with ATTNKIT_FLASH_TRACE
   // grid.y is limited to 65535; items go there only in decode grids (kKvHeadInX).
   if (C::kKvHeadInX && count > 65535) {
     throw Error(ErrorCode::kUnsupported, "CUDA_FLASH: " + std::to_string(count) +

@@ -54,7 +54,13 @@ void check_layer(const AttentionLayerParams& layer) {
 
 class CudaMlaImpl final : public AttentionImpl {
  public:
-  explicit CudaMlaImpl(const AttentionLayerParams& layer) : layer_(layer) {}
+  explicit CudaMlaImpl(const AttentionLayerParams& layer) : layer_(layer) {
+    // Every kernel this layer's forwards may launch, loaded now (DevicePlan::load_only).
+    cuda::DevicePlan load;
+    load.load_only = true;
+    cuda::launch_cache_update(layer_cache_update_params_for(layer_), nullptr);
+    launch_mla_attention(layer_params_for(layer_), load);
+  }
 
   std::string_view backend_name() const override { return "CUDA_MLA"; }
 

@@ -6,20 +6,17 @@
 #include "backends/cuda_mla/mla_config_choice.h"
 #include "backends/cuda_mla/mla_kernel.cuh"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda_mla {
 
 template <typename T, typename KV, typename C>
 void launch_mla_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                       const cuda::DevicePlan& plan) {
-  if (count == 0) return;
-  static const bool configured = [] {
-    ATTNKIT_CUDA_CHECK(cudaFuncSetAttribute(mla_attention_kernel<T, KV, C>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(C::kSmemBytes)));
-    return true;
-  }();
+  static const bool configured =
+      cuda::allow_dynamic_smem(mla_attention_kernel<T, KV, C>, C::kSmemBytes);
   (void)configured;
+  if (count == 0) return;  // and DevicePlan::load_only: loaded above
   mla_attention_kernel<T, KV, C>
       <<<count, kThreads, C::kSmemBytes, static_cast<cudaStream_t>(plan.stream)>>>(
           p, items, plan.partial_o, plan.partial_lse);
@@ -39,7 +36,7 @@ inline bool device_holds_sm90_config() {
 template <typename T, typename KV>
 void launch_mla_cache_dtype(const PagedAttentionParams& p, const cuda::DevicePlan& plan) {
   launch_mla_items<T, KV, MlaSmallConfig>(p, plan.small_items, plan.num_small, plan);
-  if (plan.num_large == 0) return;
+  if (plan.num_large == 0 && !plan.load_only) return;
   if (large_row_config() == LargeRowConfig::kAuto && device_holds_sm90_config()) {
     launch_mla_items<T, KV, MlaLargeSm90Config>(p, plan.large_items, plan.num_large, plan);
   } else {

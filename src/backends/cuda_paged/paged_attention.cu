@@ -174,6 +174,7 @@ template <typename T, typename Kv, int kGroups>
 void launch_grouped(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                     const DevicePlan& plan, int smem) {
   configure_kernel<T, Kv, kGroups>();
+  if (count == 0) return;  // DevicePlan::load_only: configured and loaded above
   paged_attention_kernel<T, Kv, kGroups>
       <<<dim3(count, p.num_kv_heads), kWarps * 32, smem, static_cast<cudaStream_t>(plan.stream)>>>(
           p, items, plan.partial_o, plan.partial_lse);
@@ -183,7 +184,7 @@ void launch_grouped(const PagedAttentionParams& p, const CudaWorkItem* items, in
 template <typename T, typename Kv>
 void launch_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                   const DevicePlan& plan) {
-  if (count == 0) return;
+  if (count == 0 && !plan.load_only) return;
   const PagedShape shape = PagedShape::of(p.head_size, kKvBytes<Kv>);
   const int smem = shape.dynamic_smem_bytes(p.head_size);
   switch (shape.row_groups) {

@@ -17,6 +17,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/device_plan.h"
+#include "kernels/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda {
 namespace {
@@ -182,7 +183,9 @@ bool rows_aligned(const CacheUpdateParams& p) {
 
 template <typename Src, ScalarType kDst>
 bool launch_vec_kernel(const CacheUpdateParams& p, cudaStream_t stream) {
-  cache_update_vec_kernel<Src, kDst><<<p.num_tokens, 256, 0, stream>>>(p);
+  static const bool loaded = load_kernel(cache_update_vec_kernel<Src, kDst>);
+  (void)loaded;
+  if (p.num_tokens > 0) cache_update_vec_kernel<Src, kDst><<<p.num_tokens, 256, 0, stream>>>(p);
   return true;
 }
 
@@ -221,12 +224,16 @@ bool launch_vec(const CacheUpdateParams& p, cudaStream_t stream) {
 }  // namespace
 
 void launch_cache_update(const CacheUpdateParams& params, void* stream_ptr) {
-  if (params.num_tokens <= 0) return;
+  // num_tokens 0 loads both kernels of these dtypes (without rows, the vectorised one
+  // counts as aligned) and launches neither.
+  static const bool loaded = load_kernel(cache_update_kernel);
+  (void)loaded;
   const auto stream = static_cast<cudaStream_t>(stream_ptr);
   if (launch_vec(params, stream)) {
-    ATTNKIT_CUDA_CHECK_LAUNCH(cache_update_vec_kernel);
+    if (params.num_tokens > 0) ATTNKIT_CUDA_CHECK_LAUNCH(cache_update_vec_kernel);
     return;
   }
+  if (params.num_tokens <= 0) return;
   cache_update_kernel<<<params.num_tokens, 256, 0, stream>>>(params);
   ATTNKIT_CUDA_CHECK_LAUNCH(cache_update_kernel);
 }

@@ -39,6 +39,12 @@ struct DevicePlan {
   // The cudaStream_t every launch of the step goes to (ExecutionContext::stream; nullptr =
   // the legacy default stream).
   void* stream = nullptr;
+  // Load only: the launch functions of the step's path configure and load every kernel the
+  // path may launch (large-row kernels too) and launch nothing. Under lazy module loading
+  // (CUDA's default) a kernel is loaded at its first use, and the load waits for the
+  // device's work in flight: left to the first forward(), it would wait for the caller's
+  // stream. A backend's implementation makes one such pass when it is created (no items).
+  bool load_only = false;
 };
 
 // Kernel geometry the planner must follow (PlanShape fields): each backend states its own.
@@ -51,7 +57,8 @@ struct KernelGeometry {
 };
 
 // Writes key/value rows into the cache at slot_mapping (CacheUpdateParams contract).
-// Launches on `stream` (a cudaStream_t; nullptr = the legacy default stream).
+// Launches on `stream` (a cudaStream_t; nullptr = the legacy default stream). With
+// num_tokens 0 it only loads the kernels the params' dtypes select (DevicePlan::load_only).
 void launch_cache_update(const CacheUpdateParams& params, void* stream);
 
 // Multiprocessors of the current device.

@@ -1,7 +1,7 @@
 #pragma once
-// Launch helpers shared by CUDA_FLASH's kernels (flash_launch.cuh, sm90a/flash_wgmma.cu):
-// the dynamic shared-memory opt-in and cudaLaunchKernelEx with an optional programmatic
-// dependent launch. Every call is checked.
+// Launch helpers shared by the launch functions of every CUDA backend: loading a kernel
+// ahead of its first launch, the dynamic shared-memory opt-in and cudaLaunchKernelEx with
+// an optional programmatic dependent launch. Every call is checked.
 
 #include <cuda_runtime.h>
 
@@ -15,10 +15,22 @@
 
 namespace attnkit::cuda {
 
-// Lets `kernel` use `bytes` of dynamic shared memory (above the 48 KiB default). Call it
-// from a function-local static initialiser: once per kernel.
+// Loads `kernel` now: under lazy module loading the runtime loads a kernel when it is
+// first referenced, and that load waits for the device's work in flight (DevicePlan::
+// load_only says why it must not happen inside a forward). Call it from a function-local
+// static initialiser: once per kernel.
+template <typename... Params>
+bool load_kernel(void (*kernel)(Params...)) {
+  cudaFuncAttributes attributes{};
+  ATTNKIT_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return true;
+}
+
+// Loads `kernel` and lets it use `bytes` of dynamic shared memory (above the 48 KiB
+// default). Call it from a function-local static initialiser: once per kernel.
 template <typename... Params>
 bool allow_dynamic_smem(void (*kernel)(Params...), size_t bytes) {
+  load_kernel(kernel);
   ATTNKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(bytes)));
   return true;

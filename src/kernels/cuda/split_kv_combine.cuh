@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/device_plan.h"
+#include "kernels/cuda/kernel_launch.cuh"
 
 namespace attnkit::cuda {
 
@@ -52,7 +53,9 @@ __global__ void split_kv_combine_kernel(PagedAttentionParams p, const CudaCombin
 
 template <typename T>
 void launch_split_kv_combine(const PagedAttentionParams& p, const DevicePlan& plan) {
-  if (plan.num_combine == 0) return;
+  static const bool loaded = load_kernel(split_kv_combine_kernel<T>);
+  (void)loaded;
+  if (plan.num_combine == 0) return;  // and DevicePlan::load_only: loaded above
   split_kv_combine_kernel<T>
       <<<dim3(plan.num_combine, p.num_heads), 128, 0, static_cast<cudaStream_t>(plan.stream)>>>(
           p, plan.combine_items, plan.partial_o, plan.partial_lse);

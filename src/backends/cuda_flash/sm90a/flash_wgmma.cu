@@ -47,7 +47,8 @@ void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int 
   using C = typename WgmmaTiles<D>::type;
   static const bool configured = allow_dynamic_smem(flash_wgmma_kernel<T, C>, C::kSmemBytes);
   (void)configured;
-  flash_trace_bind();  // the split merge's marks; nothing unless built with ATTNKIT_FLASH_TRACE
+  if (count == 0) return;  // and DevicePlan::load_only: loaded above
+  flash_trace_bind();      // the split merge's marks; nothing unless built with ATTNKIT_FLASH_TRACE
   launch_kernel_ex(flash_wgmma_kernel<T, C>, dim3(count, p.num_kv_heads), dim3(C::kThreads),
                    C::kSmemBytes, static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p,
                    items, plan.partial_o, plan.partial_lse, plan.split_counters);
@@ -90,7 +91,7 @@ bool flash_wgmma_enabled() {
 
 void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                               const DevicePlan& plan) {
-  if (count == 0) return;
+  if (count == 0 && !plan.load_only) return;
   switch (p.head_size) {
     case 64:
       launch_head_size<64>(p, items, count, plan);
