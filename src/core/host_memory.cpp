@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "attnkit/core/error.h"
@@ -29,8 +30,9 @@ void* allocate_streamed_host_memory(size_t bytes, size_t align) {
   }
   const bool huge = bytes >= kHugePageBytes && streamed_host_memory_uses_huge_pages();
   const size_t a = huge ? std::max(align, kHugePageBytes) : align;
-  const size_t rounded = (std::max<size_t>(bytes, 1) + a - 1) / a * a;
-  void* p = std::aligned_alloc(a, rounded);
+  // Rounding up must not wrap around (a request near SIZE_MAX would become a tiny buffer).
+  const size_t rounded = bytes <= SIZE_MAX - a ? (std::max<size_t>(bytes, 1) + a - 1) / a * a : 0;
+  void* p = rounded != 0 ? std::aligned_alloc(a, rounded) : nullptr;
   if (p == nullptr) {
     throw Error(ErrorCode::kOutOfMemory,
                 fmt::format("cannot allocate {} bytes of host memory", bytes));

@@ -143,6 +143,19 @@ TEST_F(HostMemory, RejectsAnAlignmentThatIsNotAPowerOfTwo) {
   }
 }
 
+TEST_F(HostMemory, ASizeThatWouldWrapAroundIsOutOfMemory) {
+  // Rounded up to the alignment (or to whole huge pages) these would wrap past zero.
+  for (size_t bytes : {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX - kHugePageBytes + 2}) {
+    try {
+      Buffer b(allocate_streamed_host_memory(bytes, 256));
+      ADD_FAILURE() << bytes << " bytes were allocated";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kOutOfMemory);
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bytes)), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(HostMemory, AnImpossibleSizeIsOutOfMemory) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer aborts on an impossible allocation instead of failing it";
