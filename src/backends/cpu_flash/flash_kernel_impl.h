@@ -445,35 +445,38 @@ class ItemKernel {
       const Storage* pb = r0 == 0 && j0 + 1 < npf_ ? kpf_[j0 + 1] : kb;
       V acc[2 * kRows];
       for (V& a : acc) a = Ops::zero();
+      // The later tile's lines first, then the products over the whole head dimension: a
+      // line loop around the product loop kept seven pointers live across it, spilled and
+      // stepped through the stack on every line (a third of the instructions of the loop
+      // on AVX2).
       for (int64_t line = 0; line < d; line += kLineElems) {
         attnkit::cpu::prefetch_l2(pa + line);
         attnkit::cpu::prefetch_l2(pb + line);
-        const int64_t line_end = std::min(line + kLineElems, d);
-        if constexpr (kSplitOrder) {
-          for (int64_t c = line; c < line_end; c += int64_t{2} * L) {
-            V a_even, a_odd, b_even, b_odd;
-            Ops::load_bf16_split(ka + c, a_even, a_odd);
-            Ops::load_bf16_split(kb + c, b_even, b_odd);
+      }
+      if constexpr (kSplitOrder) {
+        for (int64_t c = 0; c < d; c += int64_t{2} * L) {
+          V a_even, a_odd, b_even, b_odd;
+          Ops::load_bf16_split(ka + c, a_even, a_odd);
+          Ops::load_bf16_split(kb + c, b_even, b_odd);
 #pragma GCC unroll 4
-            for (int64_t rr = 0; rr < kRows; ++rr) {
-              const V q_even = Ops::load(q + rr * d + c);
-              const V q_odd = Ops::load(q + rr * d + c + L);
-              acc[2 * rr] = Ops::fmadd(q_even, a_even, acc[2 * rr]);
-              acc[2 * rr + 1] = Ops::fmadd(q_even, b_even, acc[2 * rr + 1]);
-              acc[2 * rr] = Ops::fmadd(q_odd, a_odd, acc[2 * rr]);
-              acc[2 * rr + 1] = Ops::fmadd(q_odd, b_odd, acc[2 * rr + 1]);
-            }
+          for (int64_t rr = 0; rr < kRows; ++rr) {
+            const V q_even = Ops::load(q + rr * d + c);
+            const V q_odd = Ops::load(q + rr * d + c + L);
+            acc[2 * rr] = Ops::fmadd(q_even, a_even, acc[2 * rr]);
+            acc[2 * rr + 1] = Ops::fmadd(q_even, b_even, acc[2 * rr + 1]);
+            acc[2 * rr] = Ops::fmadd(q_odd, a_odd, acc[2 * rr]);
+            acc[2 * rr + 1] = Ops::fmadd(q_odd, b_odd, acc[2 * rr + 1]);
           }
-        } else {
-          for (int64_t c = line; c < line_end; c += L) {
-            const V a = Ops::load_f32(Kv{}, ka + c);
-            const V b = Ops::load_f32(Kv{}, kb + c);
+        }
+      } else {
+        for (int64_t c = 0; c < d; c += L) {
+          const V a = Ops::load_f32(Kv{}, ka + c);
+          const V b = Ops::load_f32(Kv{}, kb + c);
 #pragma GCC unroll 4
-            for (int64_t rr = 0; rr < kRows; ++rr) {
-              const V qv = Ops::load(q + rr * d + c);
-              acc[2 * rr] = Ops::fmadd(qv, a, acc[2 * rr]);
-              acc[2 * rr + 1] = Ops::fmadd(qv, b, acc[2 * rr + 1]);
-            }
+          for (int64_t rr = 0; rr < kRows; ++rr) {
+            const V qv = Ops::load(q + rr * d + c);
+            acc[2 * rr] = Ops::fmadd(qv, a, acc[2 * rr]);
+            acc[2 * rr + 1] = Ops::fmadd(qv, b, acc[2 * rr + 1]);
           }
         }
       }
@@ -767,11 +770,9 @@ class ItemKernel {
     const int64_t pf_end = !kFromTile && r0 == 0 ? col_bytes + int64_t{NC} * L * kStorageBytes : 0;
     const int64_t pf_begin = (col_bytes + 63) / 64 * 64;
     const float* pr = pr_ + int64_t{r0} * attnkit::cpu::kMaxTileKeys;
-    for (int j = 0; j < n; ++j) {
-      if constexpr (!kFromTile) {
-        const char* row = reinterpret_cast<const char*>(j < npf_ ? vpf_[j] : vp_[j]);
-        for (int64_t b = pf_begin; b < pf_end; b += 64) attnkit::cpu::prefetch_l2(row + b);
-      }
+    // The products of key j: its value vectors (converted in registers, or from the tile)
+    // times each row's weight.
+    auto key_step = [&](int j) __attribute__((always_inline)) {
       V vv[NC];
       if constexpr (kSplitOrder) {
 #pragma GCC unroll 4
@@ -793,6 +794,36 @@ class ItemKernel {
         const V pb = Ops::set1(pr[rr * attnkit::cpu::kMaxTileKeys + j]);
 #pragma GCC unroll 4
         for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::fmadd(pb, vv[cc], acc[rr][cc]);
+      }
+    };
+    if (L == 8 && n == kDirectTileKeys) {
+      // A whole tile: the key loop unrolled, with at most one line start per block to
+      // prefetch (the block spans NC * L elements, at most 64 bytes). Its loop control and
+      // the test of the prefetch loop were half the instructions of a 16-key block on AVX2.
+      static_assert(kFromTile || L != 8 || NC * L * kStorageBytes <= 64);
+      if (!kFromTile && pf_end > pf_begin && npf_ == kDirectTileKeys) {
+#pragma GCC unroll 16
+        for (int j = 0; j < kDirectTileKeys; ++j) {
+          attnkit::cpu::prefetch_l2(reinterpret_cast<const char*>(vpf_[j]) + pf_begin);
+          key_step(j);
+        }
+      } else if (!kFromTile && pf_end > pf_begin) {
+        for (int j = 0; j < npf_; ++j) {
+          attnkit::cpu::prefetch_l2(reinterpret_cast<const char*>(vpf_[j]) + pf_begin);
+        }
+#pragma GCC unroll 16
+        for (int j = 0; j < kDirectTileKeys; ++j) key_step(j);
+      } else {
+#pragma GCC unroll 16
+        for (int j = 0; j < kDirectTileKeys; ++j) key_step(j);
+      }
+    } else {
+      for (int j = 0; j < n; ++j) {
+        if constexpr (!kFromTile) {
+          const char* row = reinterpret_cast<const char*>(j < npf_ ? vpf_[j] : vp_[j]);
+          for (int64_t b = pf_begin; b < pf_end; b += 64) attnkit::cpu::prefetch_l2(row + b);
+        }
+        key_step(j);
       }
     }
 #pragma GCC unroll 4
