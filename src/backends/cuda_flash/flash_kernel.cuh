@@ -102,21 +102,33 @@ struct FlashConfig {
 #ifndef ATTNKIT_FLASH_FP8_DECODE_STAGES
 #define ATTNKIT_FLASH_FP8_DECODE_STAGES 0
 #endif
+// CTAs per SM of the fp8 decode configurations (0: the 16-bit configuration's kMinCtas):
+// the __launch_bounds__ minimum, so the register cap, and the CTAs per SM that split-KV
+// planning fills (flash_geometry). Shared memory must allow as many: stages x 2 x BN x D
+// bytes plus Q's 2 x 16 x D per CTA.
+#ifndef ATTNKIT_FLASH_FP8_DECODE_MIN_CTAS
+#define ATTNKIT_FLASH_FP8_DECODE_MIN_CTAS 0
+#endif
 
 // A configuration C for a cache stored as KV: T itself (C's own layout) or an fp8 type,
 // whose stages hold one byte per value (plus, for prefill, one converted tile: layout
-// above).
-template <typename C, typename KV>
+// above). FP8_STAGES > 0 gives the fp8 decode configuration's stages outright (a
+// configuration written for fp8, FlashSmallKvConfig); 0 takes them from
+// ATTNKIT_FLASH_FP8_DECODE_STAGES or twice C's.
+template <typename C, typename KV, int FP8_STAGES = ATTNKIT_FLASH_FP8_DECODE_STAGES>
 struct FlashKvConfig : C {
   using Kv = KV;
   static constexpr bool kFp8 = kIsFp8<KV>;
   // fp8 decode: fragments built in registers from the staged bytes (Fp8Fragments).
   static constexpr bool kFp8Fragments = kFp8 && C::WARPS_M == 1 && C::WM == 1 && C::kQInRegs;
   // fp8 tiles are half the bytes: more stages keep more of them in flight.
-  static constexpr int STAGES = !kFp8Fragments ? C::STAGES
-                                : ATTNKIT_FLASH_FP8_DECODE_STAGES > 0
-                                    ? ATTNKIT_FLASH_FP8_DECODE_STAGES
-                                    : 2 * C::STAGES;
+  static constexpr int STAGES = !kFp8Fragments   ? C::STAGES
+                                : FP8_STAGES > 0 ? FP8_STAGES
+                                                 : 2 * C::STAGES;
+  static_assert(STAGES >= 2, "double buffering at least");
+  static constexpr int kMinCtas = kFp8Fragments && ATTNKIT_FLASH_FP8_DECODE_MIN_CTAS > 0
+                                      ? ATTNKIT_FLASH_FP8_DECODE_MIN_CTAS
+                                      : C::kMinCtas;
   static constexpr size_t kStagedTileBytes = sizeof(KV) * C::BN * C::D;  // one of K, V
   static constexpr size_t kConvertedBytes = kFp8 && !kFp8Fragments ? 2u * 2u * C::BN * C::D : 0u;
   static constexpr size_t kMainBytes =

@@ -26,6 +26,9 @@ namespace attnkit::cuda {
 #ifndef ATTNKIT_FLASH_DECODE_D256
 #define ATTNKIT_FLASH_DECODE_D256 256, 1, 1, 2, 32, 3, true, 2, 8
 #endif
+// ATTNKIT_FLASH_DECODE_FP8_D128 (the same template arguments, STAGES those of the fp8
+// stages themselves) replaces the head-size-128 decode configuration for fp8 caches only
+// (FlashSmallKvConfig); undefined, fp8 runs ATTNKIT_FLASH_DECODE_D128 (FlashKvConfig).
 
 // Register and shared-memory budgets below were read off `nvcc -Xptxas -v` (sm_90, nvcc
 // 13.0; no spills except the 4 bytes noted); an SM has 64 Ki registers and 227 KiB of
@@ -76,6 +79,25 @@ struct FlashSmallConfig<256> {  // two warps; 254 registers, 104 KiB shared: 2 C
   using type = FlashConfig<ATTNKIT_FLASH_DECODE_D256>;
 };
 
+// The decode configuration launched for head size D and a cache stored as KV: the one
+// launch_flash_head_size_typed runs and the one flash_geometry plans for (its CTAs per SM
+// and key tile). fp8 caches take FlashSmallConfig's with twice the stages unless
+// ATTNKIT_FLASH_DECODE_FP8_D128 gives head size 128 its own.
+template <int D, typename KV>
+struct FlashSmallKvConfig {
+  using type = FlashKvConfig<typename FlashSmallConfig<D>::type, KV>;
+};
+#ifdef ATTNKIT_FLASH_DECODE_FP8_D128
+template <typename KV>
+requires kIsFp8<KV>
+struct FlashSmallKvConfig<128, KV> {
+  using Base = FlashConfig<ATTNKIT_FLASH_DECODE_FP8_D128>;
+  using type = FlashKvConfig<Base, KV, Base::STAGES>;
+  static_assert(type::kFp8Fragments,
+                "an fp8 decode configuration: WM = WARPS_M = 1, Q in registers");
+};
+#endif
+
 // Every launch of flash_attention_kernel is programmatic (kernel_launch.cuh): before
 // wait_for_previous_grid it reads only the work items and block table, so its start, those
 // loads and the first tiles' address arithmetic overlap the end of the previous grid in
@@ -106,7 +128,7 @@ void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePla
                                   const FlashLaunchOptions& options) {
   // The cache write is folded only into plans without large-row items
   // (can_fold_cache_update).
-  launch_flash_items<T, FlashKvConfig<typename FlashSmallConfig<D>::type, KV>>(
+  launch_flash_items<T, typename FlashSmallKvConfig<D, KV>::type>(
       p, plan.small_items, plan.num_small, plan, options.fresh_kv);
 #if ATTNKIT_CUDA_SM90A
   // The Hopper prefill reads 16-bit caches only (flash_geometry plans fp8 for these rows).
