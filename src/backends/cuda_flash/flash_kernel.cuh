@@ -686,6 +686,19 @@ __device__ __forceinline__ void mask_scores(float (&s)[C::WM][C::kWarpKeys / 8][
   }
 }
 
+// The running maximum m moves only when a tile's maximum exceeds it by more than this
+// (log2 units, >= 0): otherwise m stays, alpha is exactly 1 and O and l are not rescaled
+// (rescale_o), at the cost of weights up to 2^threshold instead of 1. Bound: the weights
+// enter P*V as 16-bit A fragments (fp16 in the fp8 path, largest 65504 ~ 2^16) and O, l
+// accumulate in fp32, so 8 keeps a factor 2^8 of headroom below fp16's range. 0 (the
+// default): m is the running maximum itself, the update as written without the switch.
+#ifndef ATTNKIT_FLASH_RESCALE_THRESHOLD
+#define ATTNKIT_FLASH_RESCALE_THRESHOLD 0.0f
+#endif
+inline constexpr float kRescaleThreshold = ATTNKIT_FLASH_RESCALE_THRESHOLD;
+static_assert(kRescaleThreshold >= 0.0f && kRescaleThreshold <= 8.0f,
+              "ATTNKIT_FLASH_RESCALE_THRESHOLD: 0 to 8 (log2 units)");
+
 // Online softmax: the new row maxima m, the factors alpha that rescale the running state to
 // them, the probabilities (in place in s) and the running sums l.
 template <typename C>
@@ -702,7 +715,14 @@ __device__ __forceinline__ void online_softmax_update(float (&s)[C::WM][C::kWarp
       for (int j = 0; j < kNT; ++j) mx = fmaxf(mx, fmaxf(s[mi][j][2 * h], s[mi][j][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[mi][h], mx * scale_log2);
+      float m_new;
+      if constexpr (kRescaleThreshold > 0.0f) {
+        // -inf + threshold is -inf: a row's first visible key always sets m.
+        const float tile_max = mx * scale_log2;
+        m_new = tile_max > m[mi][h] + kRescaleThreshold ? tile_max : m[mi][h];
+      } else {
+        m_new = fmaxf(m[mi][h], mx * scale_log2);
+      }
       // A row with no visible key yet keeps m = -inf; subtracting 0 then gives
       // exp2(-inf) = 0 for every weight instead of NaN.
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
