@@ -24,8 +24,10 @@
 #    `attnkit run --verify` on CUDA_FLASH with an fp8 (e4m3) and a bf16 (auto) cache.
 # 3. compute-sanitizer memcheck on the variants named in SANITIZE (space-separated) over a
 #    short subset (SANITIZE_FILTER).
-# Each step has its own time limit (device_step.sh). OUT gets summary.txt, written as the
-# steps end, and variant_results.tar.xz (every log and JSON) at the end.
+# Each step has its own time limit (device_step.sh), cut to what is left of BUDGET seconds
+# (default 540, under a 10-minute device command) less 30 for the packing; a step with
+# less than 10 s left is skipped. OUT gets summary.txt, written as the steps end, and
+# variant_results.tar.xz (every log and JSON) at the end.
 set -u
 if [ $# -ne 3 ]; then
   echo "usage: $0 STAGE VARIANTS OUT" >&2
@@ -56,6 +58,18 @@ done
   echo "variants: ${variants[*]}"
   echo "shapes: $shapes"
 } >"$summary" 2>&1
+
+# budget_step NAME LOG LIMIT COMMAND...: device_step.sh's step under min(LIMIT, what is left).
+budget=${BUDGET:-540}
+budget_step() {
+  local name=$1 log=$2 limit=$3 left=$((budget - 30 - SECONDS))
+  shift 3
+  if [ "$left" -lt 10 ]; then
+    echo "== $name: skipped ($SECONDS s of the ${budget} s budget spent)" | tee -a "$summary"
+    return
+  fi
+  step "$name" "$log" "$((limit < left ? limit : left))" "$@"
+}
 
 # The library folder a name runs with (the default's is the stage's own).
 lib_path() {
@@ -126,35 +140,35 @@ for round in $(seq 1 "$rounds"); do
       echo "== $name round $round: libattnkit resolved to"
       LD_LIBRARY_PATH=$(lib_path "$name") ldd "$work/bin/cuda_attention_bench" | grep attnkit
     } >>"$out/bench.log" 2>&1
-    step "bench $name r$round" bench.log 180 env LD_LIBRARY_PATH="$(lib_path "$name")" \
+    budget_step "bench $name r$round" bench.log 90 env LD_LIBRARY_PATH="$(lib_path "$name")" \
       "$work/bin/cuda_attention_bench" --backend CUDA_FLASH "${shape_args[@]}" --json "$json"
     [ -f "$json" ] && graph_ms_of "$json" | sed "s/^/$name\t$round\t/" >>"$raw/records.tsv"
   done
-  mv "$out/bench.log" "$raw/bench_r$round.log"
+  [ -f "$out/bench.log" ] && mv "$out/bench.log" "$raw/bench_r$round.log"
   tables "$round"
 done
 # The last round's rows, %stepread included (how close each library comes to one bare read
 # of the step's own bytes), labelled with their library.
 awk '/^== bench / { name = $3 } /^shape / && !header { print "library  " $0; header = 1 }
-     /^decode / { printf "%-8s %s\n", name, $0 }' "$raw/bench_r$rounds.log" >>"$summary"
+     /^decode / { printf "%-8s %s\n", name, $0 }' "$raw/bench_r$rounds.log" >>"$summary" 2>/dev/null
 
 # 2. The variants' own tests and a model run each, on CUDA_FLASH.
 for name in "${variants[@]}"; do
   tests=$work/variants/$name/bin/attnkit_backends_cuda_tests
   [ -x "$tests" ] || continue
-  step "tests $name" "tests_$name.log" 240 env LD_LIBRARY_PATH="$work/lib" "$tests" \
+  budget_step "tests $name" "tests_$name.log" 150 env LD_LIBRARY_PATH="$work/lib" "$tests" \
     --gtest_filter="$test_filter"
-  grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/tests_$name.log" |
+  grep -s -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/tests_$name.log" |
     sed "s/^/$name: /" | tee -a "$summary"
   for kv in fp8_e4m3 auto; do
-    step "verify $name $kv" "tests_$name.log" 120 env LD_LIBRARY_PATH="$(lib_path "$name")" \
+    budget_step "verify $name $kv" "tests_$name.log" 60 env LD_LIBRARY_PATH="$(lib_path "$name")" \
       "$work/bin/attnkit" run --model llama-3.1-8b-instruct --platform cuda \
       --attention-config '{"backend": "CUDA_FLASH"}' --kv-cache-dtype "$kv" --verify \
       --max-layers-per-kind 4
   done
-  grep -E "verif|PASS|FAIL" "$out/tests_$name.log" | grep -v -E "^(\[|== )" | head -8 |
+  grep -s -E "verif|PASS|FAIL|rror" "$out/tests_$name.log" | grep -v -E "^(\[|== )" | head -8 |
     sed "s/^/$name: /" >>"$summary"
-  mv "$out/tests_$name.log" "$raw/"
+  [ -f "$out/tests_$name.log" ] && mv "$out/tests_$name.log" "$raw/"
 done
 
 # 3. memcheck on the variants named in SANITIZE.
@@ -164,11 +178,11 @@ for name in ${SANITIZE:-}; do
     echo "== memcheck $name: no bin/attnkit_backends_cuda_tests in that variant" | tee -a "$summary"
     continue
   fi
-  step "memcheck $name" "memcheck_$name.log" 240 env LD_LIBRARY_PATH="$work/lib" \
+  budget_step "memcheck $name" "memcheck_$name.log" 150 env LD_LIBRARY_PATH="$work/lib" \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" --gtest_filter="$sanitize_filter"
-  grep -h -E "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$out/memcheck_$name.log" | sed "s/^/$name: /" |
+  grep -s -h -E "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$out/memcheck_$name.log" | sed "s/^/$name: /" |
     tee -a "$summary"
-  mv "$out/memcheck_$name.log" "$raw/"
+  [ -f "$out/memcheck_$name.log" ] && mv "$out/memcheck_$name.log" "$raw/"
 done
 
 cp "$summary" "$raw/"
