@@ -97,8 +97,9 @@ struct FlashConfig {
   static constexpr size_t kMergeSmemBytes = kSmemBytes;  // all of it, after the epilogue
 };
 
-// Stages of the fp8 decode configurations (0: twice the 16-bit configuration's, the same
-// shared memory, so twice the tiles in flight).
+// Stages of the fp8 decode configurations derived from a 16-bit one (0: twice that one's, the
+// same shared memory, so twice the tiles in flight); head size 128 has its own
+// (ATTNKIT_FLASH_DECODE_FP8_D128, flash_launch.cuh).
 #ifndef ATTNKIT_FLASH_FP8_DECODE_STAGES
 #define ATTNKIT_FLASH_FP8_DECODE_STAGES 0
 #endif
