@@ -5,8 +5,9 @@
 #
 #   bench/cuda_variant_run.sh STAGE VARIANTS OUT
 #
-# STAGE: a tarball of bin/ (cuda_attention_bench, attnkit, attnkit_backends_cuda_tests) and
-# lib/ (the default libattnkit and its non-system shared libraries); VARIANTS: a tarball of
+# STAGE: a tarball of bin/ (cuda_attention_bench, attnkit, attnkit_backends_cuda_tests and,
+# optionally, attnkit_backends_cuda_mla_tests) and lib/ (the default libattnkit and its
+# non-system shared libraries); VARIANTS: a tarball of
 # folders NAME/lib (libattnkit of that build) and, optionally, NAME/bin/
 # attnkit_backends_cuda_tests (the tests against that build's objects). Nothing is built
 # here: the device image has the CUDA runtime, no compiler, gtest or fmt packages. Made on
@@ -15,6 +16,10 @@
 #   tar -C .stage/v -cJf .stage/variants.tar.xz --exclude='*/obj' --exclude='*.sh' \
 #     --exclude='*.txt' c3 ...
 #
+# 0. With TEST_DEFAULT=1, first the default build's own proof: every case of
+#    bin/attnkit_backends_cuda_tests, bin/attnkit_backends_cuda_mla_tests when staged, and
+#    `attnkit run --verify` on CUDA_FLASH with fp8_e4m3, fp8_e5m2 and bf16 (auto) caches.
+#    Its steps leave the timing rounds their time (RESERVE seconds, default 15 per run).
 # 1. cuda_attention_bench (one binary) on CUDA_FLASH over SHAPES (--shape specs, default the
 #    decode shapes with head size 128), once per library per round, the library swapped with
 #    LD_LIBRARY_PATH; ROUNDS (default 2) rounds, every other one in reverse order. After
@@ -22,11 +27,13 @@
 #    median and its ratio to the default's.
 # 2. For each variant with tests: its CUDA_FLASH and fp8 GPU cases (TEST_FILTER), and
 #    `attnkit run --verify` on CUDA_FLASH with an fp8 (e4m3) and a bf16 (auto) cache.
-# 3. compute-sanitizer memcheck on the variants named in SANITIZE (space-separated) over a
-#    short subset (SANITIZE_FILTER).
+# 3. compute-sanitizer memcheck on the builds named in SANITIZE (space-separated; `default`
+#    is the stage's own tests, a variant's needs its bin/attnkit_backends_cuda_tests) over a
+#    short subset (SANITIZE_FILTER), then racecheck on the same subset while at least 60 s
+#    are left.
 # Each step has its own time limit (device_step.sh), cut to what is left of BUDGET seconds
-# (default 540, under a 10-minute device command) less 30 for the packing; a step with
-# less than 10 s left is skipped. OUT gets summary.txt, written as the steps end, and
+# (default 480: 8 minutes of a 10-minute device command) less 30 for the packing; a step
+# with less than 10 s left is skipped. OUT gets summary.txt, written as the steps end, and
 # variant_results.tar.xz (every log and JSON) at the end.
 set -u
 if [ $# -ne 3 ]; then
@@ -57,12 +64,15 @@ done
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv
   echo "variants: ${variants[*]}"
   echo "shapes: $shapes"
+  echo "default proof: ${TEST_DEFAULT:-0}; sanitized: ${SANITIZE:-none}"
 } >"$summary" 2>&1
 
-# budget_step NAME LOG LIMIT COMMAND...: device_step.sh's step under min(LIMIT, what is left).
-budget=${BUDGET:-540}
+# budget_step NAME LOG LIMIT COMMAND...: device_step.sh's step under min(LIMIT, what is left
+# less the seconds held back for later steps in $reserve).
+budget=${BUDGET:-480}
+reserve=0
 budget_step() {
-  local name=$1 log=$2 limit=$3 left=$((budget - 30 - SECONDS))
+  local name=$1 log=$2 limit=$3 left=$((budget - 30 - reserve - SECONDS))
   shift 3
   if [ "$left" -lt 10 ]; then
     echo "== $name: skipped ($SECONDS s of the ${budget} s budget spent)" | tee -a "$summary"
@@ -123,6 +133,48 @@ tables() {
     }' "$raw/records.tsv" >>"$summary"
 }
 
+# The tests binary a name's sanitizer runs use (the default's is the stage's own).
+tests_of() {
+  if [ "$1" = default ]; then
+    echo "$work/bin/attnkit_backends_cuda_tests"
+  else
+    echo "$work/variants/$1/bin/attnkit_backends_cuda_tests"
+  fi
+}
+
+# attnkit run --verify on CUDA_FLASH with NAME's library and cache dtype KV, into LOG.
+verify_run() {
+  local name=$1 kv=$2 log=$3
+  budget_step "verify $name $kv" "$log" 60 env LD_LIBRARY_PATH="$(lib_path "$name")" \
+    "$work/bin/attnkit" run --model llama-3.1-8b-instruct --platform cuda \
+    --attention-config '{"backend": "CUDA_FLASH"}' --kv-cache-dtype "$kv" --verify \
+    --max-layers-per-kind 4
+}
+
+# 0. The default build's proof: all of its tests and a model run per cache dtype.
+if [ "${TEST_DEFAULT:-0}" = 1 ]; then
+  reserve=${RESERVE:-$((15 * rounds * (1 + ${#variants[@]})))}
+  budget_step "tests default" tests_default.log 150 env LD_LIBRARY_PATH="$work/lib" \
+    "$work/bin/attnkit_backends_cuda_tests"
+  grep -s -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/tests_default.log" |
+    sed "s/^/default: /" | tee -a "$summary"
+  if [ -x "$work/bin/attnkit_backends_cuda_mla_tests" ]; then
+    budget_step "mla tests default" tests_default_mla.log 60 env LD_LIBRARY_PATH="$work/lib" \
+      "$work/bin/attnkit_backends_cuda_mla_tests"
+    grep -s -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/tests_default_mla.log" |
+      sed "s/^/default mla: /" | tee -a "$summary"
+    [ -f "$out/tests_default_mla.log" ] && mv "$out/tests_default_mla.log" "$raw/"
+  fi
+  for kv in fp8_e4m3 fp8_e5m2 auto; do
+    verify_run default "$kv" "verify_default_$kv.log"
+    grep -s -E "verif|PASS|FAIL|rror" "$out/verify_default_$kv.log" | grep -v -E "^(\[|== )" |
+      head -4 | sed "s/^/default $kv: /" >>"$summary"
+    [ -f "$out/verify_default_$kv.log" ] && mv "$out/verify_default_$kv.log" "$raw/"
+  done
+  [ -f "$out/tests_default.log" ] && mv "$out/tests_default.log" "$raw/"
+  reserve=0
+fi
+
 # 1. The timing rounds: default first on odd rounds, last on even ones.
 shape_args=()
 for s in $shapes; do shape_args+=(--shape "$s"); done
@@ -161,28 +213,39 @@ for name in "${variants[@]}"; do
   grep -s -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran" "$out/tests_$name.log" |
     sed "s/^/$name: /" | tee -a "$summary"
   for kv in fp8_e4m3 auto; do
-    budget_step "verify $name $kv" "tests_$name.log" 60 env LD_LIBRARY_PATH="$(lib_path "$name")" \
-      "$work/bin/attnkit" run --model llama-3.1-8b-instruct --platform cuda \
-      --attention-config '{"backend": "CUDA_FLASH"}' --kv-cache-dtype "$kv" --verify \
-      --max-layers-per-kind 4
+    verify_run "$name" "$kv" "tests_$name.log"
   done
   grep -s -E "verif|PASS|FAIL|rror" "$out/tests_$name.log" | grep -v -E "^(\[|== )" | head -8 |
     sed "s/^/$name: /" >>"$summary"
   [ -f "$out/tests_$name.log" ] && mv "$out/tests_$name.log" "$raw/"
 done
 
-# 3. memcheck on the variants named in SANITIZE.
+# 3. memcheck on the builds named in SANITIZE, then racecheck while time is left.
+sanitized=()
 for name in ${SANITIZE:-}; do
-  tests=$work/variants/$name/bin/attnkit_backends_cuda_tests
+  tests=$(tests_of "$name")
   if [ ! -x "$tests" ]; then
-    echo "== memcheck $name: no bin/attnkit_backends_cuda_tests in that variant" | tee -a "$summary"
+    echo "== memcheck $name: no bin/attnkit_backends_cuda_tests for $name" | tee -a "$summary"
     continue
   fi
+  sanitized+=("$name")
   budget_step "memcheck $name" "memcheck_$name.log" 150 env LD_LIBRARY_PATH="$work/lib" \
     compute-sanitizer --tool memcheck --error-exitcode 9 "$tests" --gtest_filter="$sanitize_filter"
   grep -s -h -E "ERROR SUMMARY|^\[  (PASSED|FAILED)" "$out/memcheck_$name.log" | sed "s/^/$name: /" |
     tee -a "$summary"
   [ -f "$out/memcheck_$name.log" ] && mv "$out/memcheck_$name.log" "$raw/"
+done
+for name in "${sanitized[@]}"; do
+  if [ $((budget - 30 - SECONDS)) -lt 60 ]; then
+    echo "== racecheck $name: skipped ($SECONDS s of the ${budget} s budget spent)" | tee -a "$summary"
+    continue
+  fi
+  budget_step "racecheck $name" "racecheck_$name.log" 150 env LD_LIBRARY_PATH="$work/lib" \
+    compute-sanitizer --tool racecheck --error-exitcode 9 "$(tests_of "$name")" \
+    --gtest_filter="$sanitize_filter"
+  grep -s -h -E "RACECHECK SUMMARY|ERROR SUMMARY|^\[  (PASSED|FAILED)" "$out/racecheck_$name.log" |
+    sed "s/^/$name: /" | tee -a "$summary"
+  [ -f "$out/racecheck_$name.log" ] && mv "$out/racecheck_$name.log" "$raw/"
 done
 
 cp "$summary" "$raw/"
