@@ -2,15 +2,22 @@
 // grid-stride, one partial sum per thread folded into a value the host reads, so that
 // nothing is optimised away), over a buffer far larger than L2, timed with CUDA events.
 // A copy rate counts a write per read and is not this ceiling.
+//
+// The same kernel, on the same grid, also times one read of a decode step's own K/V bytes
+// (measure_gpu_read_step_ms): launched from a CUDA graph over `sets` disjoint buffers in
+// turn, as the benchmark replays its steps over disjoint KV sets, so that no launch finds
+// its bytes in L2.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
 #include "attnkit/bench/machine_ceilings.h"
 #include "attnkit/core/device_memory.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_plan.h"
 
 namespace attnkit::bench {
 namespace {
@@ -25,40 +32,107 @@ __global__ void read_kernel(const uint4* __restrict__ data, size_t n, unsigned* 
   if (acc == 0x9e3779b9u) *sink = acc;  // never true for the zero-filled buffer, but kept
 }
 
+// `sets` disjoint zero-filled buffers of `bytes` (rounded down to 16-byte loads) in one
+// allocation owned by core's DeviceBuffer (freed on every path out, an error included), the
+// sink, and the launch every measurement uses: 8 CTAs of 512 threads per SM, grid-stride.
+struct ReadBuffers {
+  ReadBuffers(size_t bytes, int sets)
+      : loads(bytes / sizeof(uint4)),
+        // Each buffer starts on a 256-byte boundary, as a KV-cache allocation does.
+        stride((loads * sizeof(uint4) + 255) / 256 * 256),
+        count(std::max(sets, 1)),
+        memory(make_current_cuda_memory()),
+        buffer(*memory, stride * static_cast<size_t>(count)),
+        sink_buffer(*memory, sizeof(unsigned)),
+        grid(static_cast<unsigned>(cuda::current_device_sm_count()) * 8),
+        block(512) {
+    ATTNKIT_CUDA_CHECK(cudaMemset(buffer.data(), 0, stride * static_cast<size_t>(count)));
+  }
+  size_t bytes() const { return loads * sizeof(uint4); }
+  // One read of buffer `set` on `stream`.
+  void read(int set, cudaStream_t stream) const {
+    const auto* data = reinterpret_cast<const uint4*>(static_cast<const char*>(buffer.data()) +
+                                                      stride * static_cast<size_t>(set));
+    read_kernel<<<grid, block, 0, stream>>>(data, loads,
+                                            static_cast<unsigned*>(sink_buffer.data()));
+    ATTNKIT_CUDA_CHECK_LAUNCH(read_kernel);
+  }
+
+  size_t loads, stride;
+  int count;
+  std::unique_ptr<DeviceMemory> memory;
+  DeviceBuffer buffer, sink_buffer;
+  dim3 grid, block;
+};
+
+// Milliseconds between two events recorded around `launch` on `stream`.
+template <typename F>
+float timed_ms(cudaStream_t stream, cudaEvent_t start, cudaEvent_t stop, F&& launch) {
+  ATTNKIT_CUDA_CHECK(cudaEventRecord(start, stream));
+  launch();
+  ATTNKIT_CUDA_CHECK(cudaEventRecord(stop, stream));
+  ATTNKIT_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  ATTNKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  return ms;
+}
+
 }  // namespace
 
 double measure_gpu_read_bandwidth(size_t bytes, int repeats) {
-  int device = 0, sms = 0;
-  ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
-  ATTNKIT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const size_t n = bytes / sizeof(uint4);
-  // Owned by core's DeviceBuffer (freed on every path out, an error included).
-  const std::unique_ptr<DeviceMemory> memory = make_current_cuda_memory();
-  const DeviceBuffer buffer(*memory, n * sizeof(uint4));
-  const DeviceBuffer sink_buffer(*memory, sizeof(unsigned));
-  const auto* data = static_cast<const uint4*>(buffer.data());
-  auto* sink = static_cast<unsigned*>(sink_buffer.data());
-  ATTNKIT_CUDA_CHECK(cudaMemset(buffer.data(), 0, n * sizeof(uint4)));
+  const ReadBuffers buffers(bytes, 1);
   cudaEvent_t start = nullptr, stop = nullptr;
   ATTNKIT_CUDA_CHECK(cudaEventCreate(&start));
   ATTNKIT_CUDA_CHECK(cudaEventCreate(&stop));
-  const dim3 grid(static_cast<unsigned>(sms) * 8), block(512);
-  read_kernel<<<grid, block>>>(data, n, sink);  // warm-up
-  ATTNKIT_CUDA_CHECK_LAUNCH(read_kernel);
+  buffers.read(0, nullptr);  // warm-up
   std::vector<double> rates;
   for (int r = 0; r < std::max(repeats, 1); ++r) {
-    ATTNKIT_CUDA_CHECK(cudaEventRecord(start));
-    read_kernel<<<grid, block>>>(data, n, sink);
-    ATTNKIT_CUDA_CHECK_LAUNCH(read_kernel);
-    ATTNKIT_CUDA_CHECK(cudaEventRecord(stop));
-    ATTNKIT_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    ATTNKIT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    rates.push_back(static_cast<double>(n * sizeof(uint4)) / (ms * 1e-3) / 1e9);
+    const float ms = timed_ms(nullptr, start, stop, [&] { buffers.read(0, nullptr); });
+    rates.push_back(static_cast<double>(buffers.bytes()) / (ms * 1e-3) / 1e9);
   }
   ATTNKIT_CUDA_CHECK(cudaEventDestroy(start));
   ATTNKIT_CUDA_CHECK(cudaEventDestroy(stop));
   return *std::max_element(rates.begin(), rates.end());
+}
+
+double measure_gpu_read_step_ms(size_t bytes, int sets) {
+  const ReadBuffers buffers(bytes, sets);
+  const int count = buffers.count;
+  cudaStream_t stream = nullptr;
+  ATTNKIT_CUDA_CHECK(cudaStreamCreate(&stream));  // blocking: the events order with it
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ATTNKIT_CUDA_CHECK(cudaEventCreate(&start));
+  ATTNKIT_CUDA_CHECK(cudaEventCreate(&stop));
+  // One eager pass over the sets (the first also loads the kernel) sizes the graph as
+  // cuda_attention_bench sizes its own: N reads, a multiple of the sets, such that one
+  // replay lasts >= ~3 ms (at most max(sets, 1024) reads).
+  for (int set = 0; set < count; ++set) buffers.read(set, stream);
+  const float eager_ms = timed_ms(stream, start, stop, [&] {
+    for (int set = 0; set < count; ++set) buffers.read(set, stream);
+  });
+  const double per_read_ms = std::max(static_cast<double>(eager_ms) / count, 1e-3);
+  const int rounds = static_cast<int>(std::ceil(3.0 / (per_read_ms * count)));
+  const int n = std::min(count * std::max(1, rounds), std::max(count, 1024));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ATTNKIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < n; ++i) buffers.read(i % count, stream);
+  ATTNKIT_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  ATTNKIT_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  ATTNKIT_CUDA_CHECK(cudaGraphDestroy(graph));
+  ATTNKIT_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
+  std::vector<double> times;
+  for (int rep = 0; rep < 7; ++rep) {
+    const float ms =
+        timed_ms(stream, start, stop, [&] { ATTNKIT_CUDA_CHECK(cudaGraphLaunch(exec, stream)); });
+    times.push_back(static_cast<double>(ms) / n);
+  }
+  ATTNKIT_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  ATTNKIT_CUDA_CHECK(cudaEventDestroy(start));
+  ATTNKIT_CUDA_CHECK(cudaEventDestroy(stop));
+  ATTNKIT_CUDA_CHECK(cudaStreamDestroy(stream));
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
 }
 
 }  // namespace attnkit::bench

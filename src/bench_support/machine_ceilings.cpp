@@ -278,10 +278,14 @@ MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes) {
 }
 
 #if !ATTNKIT_HAS_CUDA
-// With CUDA, gpu_read_bandwidth.cu defines it.
+// With CUDA, gpu_read_bandwidth.cu defines them.
 double measure_gpu_read_bandwidth(size_t /*bytes*/, int /*repeats*/) {
   throw Error(ErrorCode::kUnsupported,
               "no GPU read bandwidth: this attnkit binary was built without CUDA");
+}
+double measure_gpu_read_step_ms(size_t /*bytes*/, int /*sets*/) {
+  throw Error(ErrorCode::kUnsupported,
+              "no GPU read step time: this attnkit binary was built without CUDA");
 }
 #endif
 

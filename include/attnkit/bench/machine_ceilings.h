@@ -50,4 +50,13 @@ ATTNKIT_API double measure_read_bandwidth(int threads, size_t bytes, int repeats
 // Throws Error(kUnsupported) in a binary without CUDA.
 ATTNKIT_API double measure_gpu_read_bandwidth(size_t bytes = size_t{2} << 30, int repeats = 10);
 
+// The time in milliseconds of one read of `bytes` on the current CUDA device by the same
+// streaming kernel and grid as measure_gpu_read_bandwidth: the median over CUDA-graph
+// replays of back-to-back reads, each of the next of `sets` disjoint buffers of `bytes`,
+// as a benchmark replays decode steps over disjoint KV sets (so no read finds its bytes in
+// L2). With `bytes` a decode step's own K/V bytes it is the least a one-launch step can
+// take, launch, ramp-up and tail included. Throws Error(kUnsupported) in a binary without
+// CUDA.
+ATTNKIT_API double measure_gpu_read_step_ms(size_t bytes, int sets);
+
 }  // namespace attnkit::bench

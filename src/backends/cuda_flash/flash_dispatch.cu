@@ -1,25 +1,48 @@
 // CUDA_FLASH entry point: picks the head-size instance (split-KV partials are merged by
 // the kernel itself, see flash_kernel.cuh).
+#include <numeric>
 #include <string>
 
 #include "backends/cuda_flash/flash_launch.cuh"
 
 namespace attnkit::cuda {
 
+namespace {
+
+// Split-KV pieces are whole key tiles of every configuration that may run them: 64 keys
+// (the 16-bit decode tiles, 32 or 64, and the prefill tiles) or a multiple of a larger tile.
+constexpr int kSplitKeyMultiple = 64;
+
+// The planner's numbers for head size D and this cache: those of the decode configuration
+// launch_flash_head_size_typed runs (FlashSmallKvConfig), so fp8 caches follow theirs.
+template <int D>
+KernelGeometry small_geometry(bool fp8_cache) {
+  using Same = typename FlashSmallKvConfig<D, __nv_bfloat16>::type;
+  using Fp8 = typename FlashSmallKvConfig<D, Fp8E4M3>::type;
+  using Fp8E5 = typename FlashSmallKvConfig<D, Fp8E5M2>::type;
+  static_assert(Fp8::BN == Fp8E5::BN && Fp8::kMinCtas == Fp8E5::kMinCtas,
+                "e4m3 and e5m2 caches plan alike");
+  static_assert(Same::kRows == Fp8::kRows, "one small-row count per head size");
+  KernelGeometry g;
+  g.small_rows = Same::kRows;
+  g.kv_tile = std::lcm(kSplitKeyMultiple, fp8_cache ? Fp8::BN : Same::BN);
+  g.small_ctas_per_sm = fp8_cache ? Fp8::kMinCtas : Same::kMinCtas;
+  return g;
+}
+
+}  // namespace
+
 KernelGeometry flash_geometry(int head_size, bool fp8_cache) {
-  int large_rows = head_size == 64    ? FlashLargeConfig<64>::type::kRows
-                   : head_size == 256 ? FlashLargeConfig<256>::type::kRows
-                                      : FlashLargeConfig<128>::type::kRows;
+  KernelGeometry g = head_size == 64    ? small_geometry<64>(fp8_cache)
+                     : head_size == 256 ? small_geometry<256>(fp8_cache)
+                                        : small_geometry<128>(fp8_cache);
+  g.large_rows = head_size == 64    ? FlashLargeConfig<64>::type::kRows
+                 : head_size == 256 ? FlashLargeConfig<256>::type::kRows
+                                    : FlashLargeConfig<128>::type::kRows;
 #if ATTNKIT_CUDA_SM90A
-  if (!fp8_cache && flash_wgmma_enabled()) large_rows = kFlashWgmmaRows;
-#else
-  (void)fp8_cache;
+  if (!fp8_cache && flash_wgmma_enabled()) g.large_rows = kFlashWgmmaRows;
 #endif
-  const int small_ctas = head_size == 64    ? FlashSmallConfig<64>::type::kMinCtas
-                         : head_size == 256 ? FlashSmallConfig<256>::type::kMinCtas
-                                            : FlashSmallConfig<128>::type::kMinCtas;
-  return {FlashSmallConfig<128>::type::kRows, large_rows, FlashSmallConfig<128>::type::BN,
-          small_ctas};
+  return g;
 }
 
 bool can_fold_cache_update(const CacheUpdateParams& u, const PagedAttentionParams& p,

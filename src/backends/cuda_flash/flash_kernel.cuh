@@ -97,26 +97,39 @@ struct FlashConfig {
   static constexpr size_t kMergeSmemBytes = kSmemBytes;  // all of it, after the epilogue
 };
 
-// Stages of the fp8 decode configurations (0: twice the 16-bit configuration's, the same
-// shared memory, so twice the tiles in flight).
+// Stages of the fp8 decode configurations derived from a 16-bit one (0: twice that one's, the
+// same shared memory, so twice the tiles in flight); head size 128 has its own
+// (ATTNKIT_FLASH_DECODE_FP8_D128, flash_launch.cuh).
 #ifndef ATTNKIT_FLASH_FP8_DECODE_STAGES
 #define ATTNKIT_FLASH_FP8_DECODE_STAGES 0
+#endif
+// CTAs per SM of the fp8 decode configurations (0: the 16-bit configuration's kMinCtas):
+// the __launch_bounds__ minimum, so the register cap, and the CTAs per SM that split-KV
+// planning fills (flash_geometry). Shared memory must allow as many: stages x 2 x BN x D
+// bytes plus Q's 2 x 16 x D per CTA.
+#ifndef ATTNKIT_FLASH_FP8_DECODE_MIN_CTAS
+#define ATTNKIT_FLASH_FP8_DECODE_MIN_CTAS 0
 #endif
 
 // A configuration C for a cache stored as KV: T itself (C's own layout) or an fp8 type,
 // whose stages hold one byte per value (plus, for prefill, one converted tile: layout
-// above).
-template <typename C, typename KV>
+// above). FP8_STAGES > 0 gives the fp8 decode configuration's stages outright (a
+// configuration written for fp8, FlashSmallKvConfig); 0 takes them from
+// ATTNKIT_FLASH_FP8_DECODE_STAGES or twice C's.
+template <typename C, typename KV, int FP8_STAGES = ATTNKIT_FLASH_FP8_DECODE_STAGES>
 struct FlashKvConfig : C {
   using Kv = KV;
   static constexpr bool kFp8 = kIsFp8<KV>;
   // fp8 decode: fragments built in registers from the staged bytes (Fp8Fragments).
   static constexpr bool kFp8Fragments = kFp8 && C::WARPS_M == 1 && C::WM == 1 && C::kQInRegs;
   // fp8 tiles are half the bytes: more stages keep more of them in flight.
-  static constexpr int STAGES = !kFp8Fragments ? C::STAGES
-                                : ATTNKIT_FLASH_FP8_DECODE_STAGES > 0
-                                    ? ATTNKIT_FLASH_FP8_DECODE_STAGES
-                                    : 2 * C::STAGES;
+  static constexpr int STAGES = !kFp8Fragments   ? C::STAGES
+                                : FP8_STAGES > 0 ? FP8_STAGES
+                                                 : 2 * C::STAGES;
+  static_assert(STAGES >= 2, "double buffering at least");
+  static constexpr int kMinCtas = kFp8Fragments && ATTNKIT_FLASH_FP8_DECODE_MIN_CTAS > 0
+                                      ? ATTNKIT_FLASH_FP8_DECODE_MIN_CTAS
+                                      : C::kMinCtas;
   static constexpr size_t kStagedTileBytes = sizeof(KV) * C::BN * C::D;  // one of K, V
   static constexpr size_t kConvertedBytes = kFp8 && !kFp8Fragments ? 2u * 2u * C::BN * C::D : 0u;
   static constexpr size_t kMainBytes =
@@ -674,6 +687,19 @@ __device__ __forceinline__ void mask_scores(float (&s)[C::WM][C::kWarpKeys / 8][
   }
 }
 
+// The running maximum m moves only when a tile's maximum exceeds it by more than this
+// (log2 units, >= 0): otherwise m stays, alpha is exactly 1 and O and l are not rescaled
+// (rescale_o), at the cost of weights up to 2^threshold instead of 1. Bound: the weights
+// enter P*V as 16-bit A fragments (fp16 in the fp8 path, largest 65504 ~ 2^16) and O, l
+// accumulate in fp32, so 8 keeps a factor 2^8 of headroom below fp16's range. 0 (the
+// default): m is the running maximum itself, the update as written without the switch.
+#ifndef ATTNKIT_FLASH_RESCALE_THRESHOLD
+#define ATTNKIT_FLASH_RESCALE_THRESHOLD 0.0f
+#endif
+inline constexpr float kRescaleThreshold = ATTNKIT_FLASH_RESCALE_THRESHOLD;
+static_assert(kRescaleThreshold >= 0.0f && kRescaleThreshold <= 8.0f,
+              "ATTNKIT_FLASH_RESCALE_THRESHOLD: 0 to 8 (log2 units)");
+
 // Online softmax: the new row maxima m, the factors alpha that rescale the running state to
 // them, the probabilities (in place in s) and the running sums l.
 template <typename C>
@@ -690,7 +716,14 @@ __device__ __forceinline__ void online_softmax_update(float (&s)[C::WM][C::kWarp
       for (int j = 0; j < kNT; ++j) mx = fmaxf(mx, fmaxf(s[mi][j][2 * h], s[mi][j][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[mi][h], mx * scale_log2);
+      float m_new;
+      if constexpr (kRescaleThreshold > 0.0f) {
+        // -inf + threshold is -inf: a row's first visible key always sets m.
+        const float tile_max = mx * scale_log2;
+        m_new = tile_max > m[mi][h] + kRescaleThreshold ? tile_max : m[mi][h];
+      } else {
+        m_new = fmaxf(m[mi][h], mx * scale_log2);
+      }
       // A row with no visible key yet keeps m = -inf; subtracting 0 then gives
       // exp2(-inf) = 0 for every weight instead of NaN.
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
