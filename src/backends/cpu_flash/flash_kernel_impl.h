@@ -800,7 +800,7 @@ class ItemKernel {
       // A whole tile: the key loop unrolled, with at most one line start per block to
       // prefetch (the block spans NC * L elements, at most 64 bytes). Its loop control and
       // the test of the prefetch loop were half the instructions of a 16-key block on AVX2.
-      static_assert(kFromTile || L != 8 || NC * L * kStorageBytes <= 64);
+      static_assert(kFromTile || L != 8 || int64_t{NC} * L * kStorageBytes <= 64);
       if (!kFromTile && pf_end > pf_begin && npf_ == kDirectTileKeys) {
 #pragma GCC unroll 16
         for (int j = 0; j < kDirectTileKeys; ++j) {
