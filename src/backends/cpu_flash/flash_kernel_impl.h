@@ -796,28 +796,33 @@ class ItemKernel {
         for (int cc = 0; cc < NC; ++cc) acc[rr][cc] = Ops::fmadd(pb, vv[cc], acc[rr][cc]);
       }
     };
-    if (L == 8 && n == kDirectTileKeys) {
-      // A whole tile: the key loop unrolled, with at most one line start per block to
-      // prefetch (the block spans NC * L elements, at most 64 bytes). Its loop control and
-      // the test of the prefetch loop were half the instructions of a 16-key block on AVX2.
-      static_assert(kFromTile || L != 8 || int64_t{NC} * L * kStorageBytes <= 64);
-      if (!kFromTile && pf_end > pf_begin && npf_ == kDirectTileKeys) {
+    bool whole_tile = false;
+    if constexpr (Ops::kUnrollKeyTiles) {
+      whole_tile = n == kDirectTileKeys;
+      if (whole_tile) {
+        // A whole tile: the key loop unrolled, with at most one line start per block to
+        // prefetch (the block spans NC * L elements, at most 64 bytes). Its loop control and
+        // the test of the prefetch loop were half the instructions of a 16-key block on AVX2.
+        static_assert(kFromTile || int64_t{NC} * L * kStorageBytes <= 64);
+        if (!kFromTile && pf_end > pf_begin && npf_ == kDirectTileKeys) {
 #pragma GCC unroll 16
-        for (int j = 0; j < kDirectTileKeys; ++j) {
-          attnkit::cpu::prefetch_l2(reinterpret_cast<const char*>(vpf_[j]) + pf_begin);
-          key_step(j);
+          for (int j = 0; j < kDirectTileKeys; ++j) {
+            attnkit::cpu::prefetch_l2(reinterpret_cast<const char*>(vpf_[j]) + pf_begin);
+            key_step(j);
+          }
+        } else if (!kFromTile && pf_end > pf_begin) {
+          for (int j = 0; j < npf_; ++j) {
+            attnkit::cpu::prefetch_l2(reinterpret_cast<const char*>(vpf_[j]) + pf_begin);
+          }
+#pragma GCC unroll 16
+          for (int j = 0; j < kDirectTileKeys; ++j) key_step(j);
+        } else {
+#pragma GCC unroll 16
+          for (int j = 0; j < kDirectTileKeys; ++j) key_step(j);
         }
-      } else if (!kFromTile && pf_end > pf_begin) {
-        for (int j = 0; j < npf_; ++j) {
-          attnkit::cpu::prefetch_l2(reinterpret_cast<const char*>(vpf_[j]) + pf_begin);
-        }
-#pragma GCC unroll 16
-        for (int j = 0; j < kDirectTileKeys; ++j) key_step(j);
-      } else {
-#pragma GCC unroll 16
-        for (int j = 0; j < kDirectTileKeys; ++j) key_step(j);
       }
-    } else {
+    }
+    if (!whole_tile) {
       for (int j = 0; j < n; ++j) {
         if constexpr (!kFromTile) {
           const char* row = reinterpret_cast<const char*>(j < npf_ ? vpf_[j] : vp_[j]);

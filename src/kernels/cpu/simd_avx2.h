@@ -21,6 +21,8 @@ struct Ops {
   static constexpr bool kHasBf16Dot = false;
   // load_bf16_split exists: bf16 rows are widened in the split column order (see there).
   static constexpr bool kHasBf16Split = true;
+  // CPU_FLASH's value loop unrolls whole 16-key tiles (flash_kernel_impl.h, update_block).
+  static constexpr bool kUnrollKeyTiles = true;
 
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }

@@ -21,6 +21,8 @@ struct Ops {
   static constexpr bool kHasBf16Dot = true;
   // No load_bf16_split (simd_avx2.h): the stub below only lets the kernel templates compile.
   static constexpr bool kHasBf16Split = false;
+  // No unrolled 16-key tiles in CPU_FLASH's value loop: measured on AVX2 only.
+  static constexpr bool kUnrollKeyTiles = false;
 
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }

@@ -25,6 +25,8 @@ struct Ops {
   static constexpr bool kHasBf16Dot = false;
   // No load_bf16_split (simd_avx2.h): the stub below only lets the kernel templates compile.
   static constexpr bool kHasBf16Split = false;
+  // No unrolled 16-key tiles: unrolled scalar code multiplied the file's compile time by 6.
+  static constexpr bool kUnrollKeyTiles = false;
 
   template <class F>
   static V map(F f) {
