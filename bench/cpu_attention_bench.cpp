@@ -4,7 +4,12 @@
 // straightforward scalar implementation and over REFERENCE, all in the same run.
 //
 //   cpu_attention_bench [--threads N] [--repeats N] [--no-reference] [--no-baseline]
-//                       [--only SUBSTRING]
+//                       [--only SUBSTRING] [--decode H,KV,D,B,CTX]... [--cache-resident]
+//
+// --decode replaces the shapes of the issue by decode steps of B requests at context CTX
+// (H query heads, KV heads, head size D; bf16); --cache-resident keeps one copy of the KV
+// cache (TimingOptions::cache_resident), so that a small one stays in the CPU's caches: for
+// comparing two builds of a kernel by its instruction stream, not for bandwidth figures.
 //
 // The machine's load average is printed before and after: on a shared machine the median
 // wall time includes time the threads waited for a core, so the table also gives the
@@ -109,7 +114,9 @@ double target_ratio(const Case& c, const attnkit::bench::BenchReport& r, bool cp
 int main(int argc, char** argv) {
   int threads = 0, repeats = 9;
   bool reference = true, baseline = true;
+  bool cache_resident = false;
   std::string only;
+  std::vector<Case> decodes;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -122,10 +129,28 @@ int main(int argc, char** argv) {
       baseline = false;
     } else if (a == "--only" && i + 1 < argc) {
       only = argv[++i];
+    } else if (a == "--cache-resident") {
+      cache_resident = true;
+    } else if (a == "--decode" && i + 1 < argc) {
+      const std::string spec = argv[++i];
+      int h = 0, kv = 0, d = 0, b = 0, ctx = 0;
+      char tail = 0;
+      if (std::sscanf(spec.c_str(), "%d,%d,%d,%d,%d%c", &h, &kv, &d, &b, &ctx, &tail) != 5 ||
+          h <= 0 || kv <= 0 || d <= 0 || b <= 0 || ctx <= 0 || h % kv != 0) {
+        std::fprintf(stderr,
+                     "--decode '%s': expected H,KV,D,B,CTX, five positive integers with H a "
+                     "multiple of KV (e.g. 32,8,128,1,512)\n",
+                     spec.c_str());
+        return 2;
+      }
+      const std::string name = "decode " + std::to_string(h) + "/" + std::to_string(kv) + " d" +
+                               std::to_string(d) + " b" + std::to_string(b) + " ctx" +
+                               std::to_string(ctx);
+      decodes.push_back({BenchShape::uniform(name, h, kv, d, b, ctx, 1), {}});
     } else {
       std::fprintf(stderr,
                    "usage: %s [--threads N] [--repeats N] [--no-reference] [--no-baseline] "
-                   "[--only SUBSTRING]\n",
+                   "[--only SUBSTRING] [--decode H,KV,D,B,CTX]... [--cache-resident]\n",
                    argv[0]);
       return 2;
     }
@@ -158,7 +183,13 @@ int main(int argc, char** argv) {
         "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     attnkit::bench::TimingOptions options;
     options.repeats = repeats;
-    for (const Case& c : issue_shapes()) {
+    options.cache_resident = cache_resident;
+    if (cache_resident) {
+      std::printf(
+          "cache-resident: one copy of each KV cache, read by every repeat; the %% columns "
+          "compare with DRAM ceilings\n\n");
+    }
+    for (const Case& c : decodes.empty() ? issue_shapes() : decodes) {
       if (!only.empty() && c.shape.name.find(only) == std::string::npos) continue;
       const auto t = attnkit::bench::time_backend(*flash, c.shape, options);
       const auto r = attnkit::bench::make_report(c.shape, t, ceilings);

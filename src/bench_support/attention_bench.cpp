@@ -178,7 +178,7 @@ Timing time_backend(const AttentionBackend& backend, const BenchShape& shape,
     throw Error(ErrorCode::kUnsupported, std::string(backend.name()) + ": " + *why);
   }
   const KvLayout layout = backend.kv_layout();
-  StepInputs in(shape, layout);
+  StepInputs in(shape, layout, true, !options.cache_resident);
   const PlacedInputs placed(in, platform);
   KvCacheSpec spec;
   spec.block_size = shape.block_size;

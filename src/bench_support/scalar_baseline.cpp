@@ -69,7 +69,7 @@ Timing time_scalar_baseline(const BenchShape& shape, const TimingOptions& option
                             double max_flops) {
   const bool sample = bench_work(shape).flops > max_flops && shape.num_kv_heads > 1;
   const BenchShape s = sample ? one_kv_head(shape) : shape;
-  StepInputs in(s, KvLayout::kNHD);
+  StepInputs in(s, KvLayout::kNHD, true, !options.cache_resident);
   std::vector<float> out(static_cast<size_t>(in.common.num_actual_tokens) * s.num_heads *
                          s.head_size);
   const size_t layers = in.k_layers.size();

@@ -48,7 +48,7 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-StepInputs::StepInputs(const BenchShape& s, KvLayout /*layout*/, bool allocate_cache) {
+StepInputs::StepInputs(const BenchShape& s, KvLayout /*layout*/, bool allocate_cache, bool rotate) {
   const int B = static_cast<int>(s.q_lens.size());
   if (B == 0 || s.kv_lens.size() != s.q_lens.size()) {
     throw Error(ErrorCode::kInvalidArgument, "benchmark shape needs one kv_len per request");
@@ -122,7 +122,8 @@ StepInputs::StepInputs(const BenchShape& s, KvLayout /*layout*/, bool allocate_c
   if (!allocate_cache) return;
   const double layer_bytes =
       2.0 * static_cast<double>(num_blocks) * bs * KV * d * static_cast<double>(size_of(kt));
-  const int layers = std::clamp(static_cast<int>(std::ceil(kMinRotatedBytes / layer_bytes)), 1, 64);
+  const int layers =
+      rotate ? std::clamp(static_cast<int>(std::ceil(kMinRotatedBytes / layer_bytes)), 1, 64) : 1;
   for (int l = 0; l < layers; ++l) {
     k_layers.emplace_back(static_cast<size_t>(layer_bytes / 2));
     v_layers.emplace_back(static_cast<size_t>(layer_bytes / 2));

@@ -57,7 +57,9 @@ struct StepInputs {
   std::vector<AlignedBytes> k_layers, v_layers;
   int64_t num_blocks = 0;
 
-  StepInputs(const BenchShape& s, KvLayout layout, bool allocate_cache = true);
+  // allocate_cache false: no KV cache (the caller brings its own); rotate false: one copy
+  // of it (TimingOptions::cache_resident), else replicas past kMinRotatedBytes.
+  StepInputs(const BenchShape& s, KvLayout layout, bool allocate_cache = true, bool rotate = true);
   TensorView tensor(AlignedBytes& b, ScalarType t, int64_t n0, int64_t n1, int64_t n2) const {
     return TensorView::contiguous(b.data(), t, {n0, n1, n2});
   }

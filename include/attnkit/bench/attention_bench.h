@@ -52,6 +52,10 @@ struct ATTNKIT_API TimingOptions {
   int warmup = 2;
   int repeats = 9;
   double min_seconds = 0.0;  // keep repeating until at least this long in total
+  // One copy of the KV cache, read by every repeat (it stays in the CPU's caches when it
+  // fits), instead of replicas rotated through past kMinRotatedBytes. For comparing two
+  // builds of a kernel by its instruction stream; its rates are not DRAM figures.
+  bool cache_resident = false;
 };
 
 struct ATTNKIT_API Timing {

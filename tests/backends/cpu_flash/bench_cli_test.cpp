@@ -50,6 +50,25 @@ TEST(BenchCli, JsonReportForOneShape) {
               j["kv_bytes"].get<double>() / j["median_us"].get<double>() / 1e3, 1e-9);
 }
 
+// The KV cache is replicated past 256 MiB so that each repeat reads it from memory, unless
+// --cache-resident asks for one copy read by every repeat.
+TEST(BenchCli, CacheResidentReadsOneCopy) {
+  const std::string shape =
+      "bench --backend cpu_flash --heads 4/2 --head-size 64 --batch 1 --context 64 --threads 1 "
+      "--repeats 2 --warmup 1 --read-buffer-mb 8 --json";
+  const CliResult rotated = run_cli(shape);
+  ASSERT_EQ(rotated.status, 0) << rotated.out;
+  const nlohmann::json r = nlohmann::json::parse(rotated.out);
+  // 64 keys x 2 KV heads x 128 bytes x 2 (K, V) = 32 KiB per copy: the most replicas, 64.
+  EXPECT_EQ(r["kv_replicas"], 64);
+  const CliResult resident = run_cli(shape + " --cache-resident");
+  ASSERT_EQ(resident.status, 0) << resident.out;
+  const nlohmann::json c = nlohmann::json::parse(resident.out);
+  EXPECT_EQ(c["kv_replicas"], 1);
+  EXPECT_GT(c["median_us"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(c["kv_bytes"].get<double>(), r["kv_bytes"].get<double>());
+}
+
 // The FLOP ceiling follows the kernels that run: forced scalar kernels of a bf16 shape are held
 // to the scalar FMA loop, not to a SIMD or bf16-dot rate they cannot issue.
 TEST(BenchCli, CeilingsFollowTheForcedCpuIsa) {
