@@ -525,7 +525,7 @@ __device__ __forceinline__ void compute_qk_fp8(float (&s)[1][C::kWarpKeys / 8][4
       for (int j = 0; j < kNT; ++j) {
         const uint32_t word = w == 0 ? raw[j].x : w == 1 ? raw[j].y : w == 2 ? raw[j].z : raw[j].w;
         mma_16816<__half>(s[0][j], q_frag[0][4 * c + w], fp8x2_to<__half, KV>(word),
-                          fp8x2_to<__half, KV>(word >> 16));
+                          fp8x2_high_to_half2<KV>(word));
       }
     }
   }
@@ -557,11 +557,11 @@ __device__ __forceinline__ void accumulate_pv_fp8(float (&o)[1][C::D / 8][4],
     const uint32_t lo01 = __byte_perm(k0, k1, 0x5140), hi01 = __byte_perm(k0, k1, 0x7362);
     const uint32_t lo89 = __byte_perm(k8, k9, 0x5140), hi89 = __byte_perm(k8, k9, 0x7362);
     mma_16816<__half>(o[0][dn], a, fp8x2_to<__half, KV>(lo01), fp8x2_to<__half, KV>(lo89));
-    mma_16816<__half>(o[0][dn + 1], a, fp8x2_to<__half, KV>(lo01 >> 16),
-                      fp8x2_to<__half, KV>(lo89 >> 16));
+    mma_16816<__half>(o[0][dn + 1], a, fp8x2_high_to_half2<KV>(lo01),
+                      fp8x2_high_to_half2<KV>(lo89));
     mma_16816<__half>(o[0][dn + 2], a, fp8x2_to<__half, KV>(hi01), fp8x2_to<__half, KV>(hi89));
-    mma_16816<__half>(o[0][dn + 3], a, fp8x2_to<__half, KV>(hi01 >> 16),
-                      fp8x2_to<__half, KV>(hi89 >> 16));
+    mma_16816<__half>(o[0][dn + 3], a, fp8x2_high_to_half2<KV>(hi01),
+                      fp8x2_high_to_half2<KV>(hi89));
   };
 #pragma unroll
   for (int kk = 0; kk < C::kWarpKeys / 16; ++kk) {

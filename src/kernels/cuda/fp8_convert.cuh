@@ -45,6 +45,28 @@ __device__ __forceinline__ uint32_t fp8x2_to(uint32_t pair) {
   }
 }
 
+// Bytes 2 and 3 of `word` as two fp16 (f16x2), exactly: fp8x2_to<__half, KV>(word >> 16)
+// without the shift where the hardware converts fp8 (sm_89+): the cvt reads the upper half
+// of the register in place.
+template <typename KV>
+__device__ __forceinline__ uint32_t fp8x2_high_to_half2(uint32_t word) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t r;
+  if constexpr (std::is_same_v<KV, Fp8E5M2>) {
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.rn.f16x2.e5m2x2 %0, hi;\n\t}"
+        : "=r"(r)
+        : "r"(word));
+  } else {
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %1;\n\tcvt.rn.f16x2.e4m3x2 %0, hi;\n\t}"
+        : "=r"(r)
+        : "r"(word));
+  }
+  return r;
+#else
+  return fp8x2_to<__half, KV>(word >> 16);
+#endif
+}
+
 // Eight fp8 values (8 bytes) -> eight T values (16 bytes), exactly.
 template <typename T, typename KV>
 __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
