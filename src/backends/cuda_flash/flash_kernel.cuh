@@ -693,6 +693,19 @@ __device__ __forceinline__ void mask_scores(float (&s)[C::WM][C::kWarpKeys / 8][
 // enter P*V as 16-bit A fragments (fp16 in the fp8 path, largest 65504 ~ 2^16) and O, l
 // accumulate in fp32, so 8 keeps a factor 2^8 of headroom below fp16's range. 0 (the
 // default): m is the running maximum itself, the update as written without the switch.
+// Key tiles between the block-table lookup of a tile's physical blocks and the copies that
+// need them (1: the lookup of tile t + STAGES is issued after the copies of tile
+// t + STAGES - 1, a tile's compute before its use). A lookup is a global load queued
+// behind the copies in flight, so it can take as long as a tile does to land; with n >= 2
+// the ids of n tiles are held in registers (n x passes) and each lookup goes out before the
+// copies of its iteration.
+#ifndef ATTNKIT_FLASH_BLOCK_LOOKAHEAD
+#define ATTNKIT_FLASH_BLOCK_LOOKAHEAD 1
+#endif
+inline constexpr int kBlockLookahead = ATTNKIT_FLASH_BLOCK_LOOKAHEAD;
+static_assert(kBlockLookahead >= 1 && kBlockLookahead <= 4,
+              "ATTNKIT_FLASH_BLOCK_LOOKAHEAD: 1 to 4");
+
 #ifndef ATTNKIT_FLASH_RESCALE_THRESHOLD
 #define ATTNKIT_FLASH_RESCALE_THRESHOLD 0.0f
 #endif
@@ -957,8 +970,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     if (s < num_tiles) kv_loader.load_tile(s, s, first_blocks[s]);
     cp_async_commit();
   }
-  int next_blocks[kPasses];
-  kv_loader.lookup_blocks(STAGES - 1, next_blocks);
+  // ahead[i]: the block ids of tile (the next to load) + i (kBlockLookahead).
+  int ahead[kBlockLookahead][kPasses];
+#pragma unroll
+  for (int i = 0; i < kBlockLookahead; ++i) kv_loader.lookup_blocks(STAGES - 1 + i, ahead[i]);
 
   const FlashLaneAddresses addr =
       lane_tile_addresses<C>(smem_address(s_q), smem_address(s_kv), lane, wm, wn);
@@ -1003,8 +1018,21 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinCtas)
     }
     if (tile == 0) flash_trace(kTraceFirstTile, tid == 0);
     if (tile + STAGES - 1 < num_tiles) {
-      kv_loader.load_tile(tile + STAGES - 1, load_stage, next_blocks);
-      kv_loader.lookup_blocks(tile + STAGES, next_blocks);
+      if constexpr (kBlockLookahead == 1) {
+        kv_loader.load_tile(tile + STAGES - 1, load_stage, ahead[0]);
+        kv_loader.lookup_blocks(tile + STAGES, ahead[0]);
+      } else {
+        int blocks[kPasses];
+#pragma unroll
+        for (int pass = 0; pass < kPasses; ++pass) blocks[pass] = ahead[0][pass];
+#pragma unroll
+        for (int i = 0; i + 1 < kBlockLookahead; ++i) {
+#pragma unroll
+          for (int pass = 0; pass < kPasses; ++pass) ahead[i][pass] = ahead[i + 1][pass];
+        }
+        kv_loader.lookup_blocks(tile + STAGES - 1 + kBlockLookahead, ahead[kBlockLookahead - 1]);
+        kv_loader.load_tile(tile + STAGES - 1, load_stage, blocks);
+      }
     }
     cp_async_commit();
     load_stage = load_stage + 1 == STAGES ? 0 : load_stage + 1;
