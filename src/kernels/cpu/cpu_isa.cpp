@@ -171,6 +171,14 @@ int decode_prefetch_tiles() {
       std::memcpy(vendor + 4, &edx, 4);
       std::memcpy(vendor + 8, &ecx, 4);
       if (std::strcmp(vendor, "GenuineIntel") == 0) return 1;
+      // AMD family 0x19 models 0x00-0x0f: Zen 3 (EPYC Milan). 1 tile ahead against 4, one
+      // thread from DRAM: x1.02-1.11 on the decode shapes of cpu_attention_bench
+      // (bench/results/cpu_flash_avx2.md); Zen 4 (family 0x19 as well, other models) keeps 4.
+      if (std::strcmp(vendor, "AuthenticAMD") == 0 && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0) {
+        const unsigned family = ((eax >> 8) & 0xfu) + ((eax >> 20) & 0xffu);
+        const unsigned model = ((eax >> 4) & 0xfu) | (((eax >> 16) & 0xfu) << 4);
+        if (family == 0x19 && model < 0x10) return 1;
+      }
     }
 #endif
     return 4;
