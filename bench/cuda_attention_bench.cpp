@@ -156,15 +156,14 @@ struct Result {
 };
 
 // One CUDA graph (the execution contract, core/execution.h) holding N forwards
-// `forward(i % sets, ctx)`, N a multiple of `sets` such that a replay lasts >= ~3 ms given
-// the eager time per call; the median of 7 replays divided by N. bench/cuda_peers.py times
+// `forward(i % sets, ctx)`, N = graph_replay_calls(sets, eager time per call) (a replay of
+// >= ~3 ms); the median of 7 replays divided by N. bench/cuda_peers.py times
 // its peers the same way.
 template <typename F>
 double graph_replay_ms(int sets, double eager_ms, F&& forward) {
   cudaStream_t stream = nullptr;
   check(cudaStreamCreate(&stream), "stream");  // blocking: the timing events order with it
-  const int rounds = static_cast<int>(std::ceil(3.0 / std::max(eager_ms * sets, 1e-3)));
-  const int n = std::min(sets * std::max(1, rounds), std::max(sets, 1024));
+  const int n = graph_replay_calls(sets, eager_ms);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");

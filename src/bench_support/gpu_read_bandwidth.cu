@@ -10,7 +10,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -104,15 +103,12 @@ double measure_gpu_read_step_ms(size_t bytes, int sets) {
   ATTNKIT_CUDA_CHECK(cudaEventCreate(&start));
   ATTNKIT_CUDA_CHECK(cudaEventCreate(&stop));
   // One eager pass over the sets (the first also loads the kernel) sizes the graph as
-  // cuda_attention_bench sizes its own: N reads, a multiple of the sets, such that one
-  // replay lasts >= ~3 ms (at most max(sets, 1024) reads).
+  // cuda_attention_bench sizes its own (graph_replay_calls).
   for (int set = 0; set < count; ++set) buffers.read(set, stream);
   const float eager_ms = timed_ms(stream, start, stop, [&] {
     for (int set = 0; set < count; ++set) buffers.read(set, stream);
   });
-  const double per_read_ms = std::max(static_cast<double>(eager_ms) / count, 1e-3);
-  const int rounds = static_cast<int>(std::ceil(3.0 / (per_read_ms * count)));
-  const int n = std::min(count * std::max(1, rounds), std::max(count, 1024));
+  const int n = graph_replay_calls(count, static_cast<double>(eager_ms) / count);
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   ATTNKIT_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
@@ -275,6 +276,11 @@ MachineCeilings measure_machine_ceilings(int threads, size_t read_bytes) {
   set_fma(flops_on_threads(threads, iters / 8, 8 * 2.0, fma_loop_scalar));
 #endif
   return c;
+}
+
+int graph_replay_calls(int sets, double per_call_ms) {
+  const int rounds = static_cast<int>(std::ceil(3.0 / std::max(per_call_ms * sets, 1e-3)));
+  return std::min(sets * std::max(1, rounds), std::max(sets, 1024));
 }
 
 #if !ATTNKIT_HAS_CUDA

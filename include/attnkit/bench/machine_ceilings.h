@@ -59,4 +59,10 @@ ATTNKIT_API double measure_gpu_read_bandwidth(size_t bytes = size_t{2} << 30, in
 // CUDA.
 ATTNKIT_API double measure_gpu_read_step_ms(size_t bytes, int sets);
 
+// Calls one CUDA graph holds when a benchmark times `sets` rotating inputs by graph replay:
+// a multiple of `sets` such that one replay lasts at least ~3 ms at `per_call_ms` per call,
+// and at most max(sets, 1024). measure_gpu_read_step_ms and cuda_attention_bench size their
+// graphs by it.
+ATTNKIT_API int graph_replay_calls(int sets, double per_call_ms);
+
 }  // namespace attnkit::bench

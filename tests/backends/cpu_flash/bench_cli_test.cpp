@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "attnkit/bench/machine_ceilings.h"
 #include "attnkit/kernels/cpu_isa.h"
 
 namespace {
@@ -48,6 +49,18 @@ TEST(BenchCli, JsonReportForOneShape) {
   EXPECT_DOUBLE_EQ(j["kv_bytes"].get<double>(), 2.0 * 300 * 2 * 128);
   EXPECT_NEAR(j["kv_gb_per_s"].get<double>(),
               j["kv_bytes"].get<double>() / j["median_us"].get<double>() / 1e3, 1e-9);
+}
+
+// The CUDA benchmarks' graphs: a multiple of the sets, a replay of at least ~3 ms, at most
+// max(sets, 1024) calls.
+TEST(GraphReplayCalls, SizesAReplayOfAboutThreeMilliseconds) {
+  using attnkit::bench::graph_replay_calls;
+  EXPECT_EQ(graph_replay_calls(4, 0.0078125), 384);  // 96 rounds of 4 sets: 3 ms exactly
+  EXPECT_EQ(graph_replay_calls(3, 0.007), 429);      // ceil(3 / 0.021) = 143 rounds of 3
+  EXPECT_EQ(graph_replay_calls(4, 1e-4), 1024);      // capped
+  EXPECT_EQ(graph_replay_calls(2000, 0.05), 2000);   // every set once, past the cap
+  EXPECT_EQ(graph_replay_calls(8, 2.0), 8);          // one round already lasts 16 ms
+  EXPECT_EQ(graph_replay_calls(4, 0.0), 1024);       // no time measured: the cap
 }
 
 // The KV cache is replicated past 256 MiB so that each repeat reads it from memory, unless
