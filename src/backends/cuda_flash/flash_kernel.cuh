@@ -687,12 +687,6 @@ __device__ __forceinline__ void mask_scores(float (&s)[C::WM][C::kWarpKeys / 8][
   }
 }
 
-// The running maximum m moves only when a tile's maximum exceeds it by more than this
-// (log2 units, >= 0): otherwise m stays, alpha is exactly 1 and O and l are not rescaled
-// (rescale_o), at the cost of weights up to 2^threshold instead of 1. Bound: the weights
-// enter P*V as 16-bit A fragments (fp16 in the fp8 path, largest 65504 ~ 2^16) and O, l
-// accumulate in fp32, so 8 keeps a factor 2^8 of headroom below fp16's range. 0 (the
-// default): m is the running maximum itself, the update as written without the switch.
 // Key tiles between the block-table lookup of a tile's physical blocks and the copies that
 // need them (1: the lookup of tile t + STAGES is issued after the copies of tile
 // t + STAGES - 1, a tile's compute before its use). A lookup is a global load queued
@@ -706,6 +700,12 @@ inline constexpr int kBlockLookahead = ATTNKIT_FLASH_BLOCK_LOOKAHEAD;
 static_assert(kBlockLookahead >= 1 && kBlockLookahead <= 4,
               "ATTNKIT_FLASH_BLOCK_LOOKAHEAD: 1 to 4");
 
+// The running maximum m moves only when a tile's maximum exceeds it by more than this
+// (log2 units, >= 0): otherwise m stays, alpha is exactly 1 and O and l are not rescaled
+// (rescale_o), at the cost of weights up to 2^threshold instead of 1. Bound: the weights
+// enter P*V as 16-bit A fragments (fp16 in the fp8 path, largest 65504 ~ 2^16) and O, l
+// accumulate in fp32, so 8 keeps a factor 2^8 of headroom below fp16's range. 0 (the
+// default): m is the running maximum itself, the update as written without the switch.
 #ifndef ATTNKIT_FLASH_RESCALE_THRESHOLD
 #define ATTNKIT_FLASH_RESCALE_THRESHOLD 0.0f
 #endif
