@@ -4,12 +4,11 @@
 // straightforward scalar implementation and over REFERENCE, all in the same run.
 //
 //   cpu_attention_bench [--threads N] [--repeats N] [--no-reference] [--no-baseline]
-//                       [--only SUBSTRING] [--decode H,KV,D,B,CTX]... [--cache-resident]
+//                       [--only SUBSTRING] [--cache-resident]
 //
-// --decode replaces the shapes of the issue by decode steps of B requests at context CTX
-// (H query heads, KV heads, head size D; bf16); --cache-resident keeps one copy of the KV
-// cache (TimingOptions::cache_resident), so that a small one stays in the CPU's caches: for
-// comparing two builds of a kernel by its instruction stream, not for bandwidth figures.
+// --cache-resident keeps one copy of the KV cache (TimingOptions::cache_resident): for
+// comparing two builds of a kernel by its instruction stream, not for bandwidth figures. A
+// shape small enough to stay in the CPU's caches: `attnkit bench --cache-resident ...`.
 //
 // The machine's load average is printed before and after: on a shared machine the median
 // wall time includes time the threads waited for a core, so the table also gives the
@@ -116,7 +115,6 @@ int main(int argc, char** argv) {
   bool reference = true, baseline = true;
   bool cache_resident = false;
   std::string only;
-  std::vector<Case> decodes;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -131,26 +129,10 @@ int main(int argc, char** argv) {
       only = argv[++i];
     } else if (a == "--cache-resident") {
       cache_resident = true;
-    } else if (a == "--decode" && i + 1 < argc) {
-      const std::string spec = argv[++i];
-      int h = 0, kv = 0, d = 0, b = 0, ctx = 0;
-      char tail = 0;
-      if (std::sscanf(spec.c_str(), "%d,%d,%d,%d,%d%c", &h, &kv, &d, &b, &ctx, &tail) != 5 ||
-          h <= 0 || kv <= 0 || d <= 0 || b <= 0 || ctx <= 0 || h % kv != 0) {
-        std::fprintf(stderr,
-                     "--decode '%s': expected H,KV,D,B,CTX, five positive integers with H a "
-                     "multiple of KV (e.g. 32,8,128,1,512)\n",
-                     spec.c_str());
-        return 2;
-      }
-      const std::string name = "decode " + std::to_string(h) + "/" + std::to_string(kv) + " d" +
-                               std::to_string(d) + " b" + std::to_string(b) + " ctx" +
-                               std::to_string(ctx);
-      decodes.push_back({BenchShape::uniform(name, h, kv, d, b, ctx, 1), {}});
     } else {
       std::fprintf(stderr,
                    "usage: %s [--threads N] [--repeats N] [--no-reference] [--no-baseline] "
-                   "[--only SUBSTRING] [--decode H,KV,D,B,CTX]... [--cache-resident]\n",
+                   "[--only SUBSTRING] [--cache-resident]\n",
                    argv[0]);
       return 2;
     }
@@ -189,7 +171,7 @@ int main(int argc, char** argv) {
           "cache-resident: one copy of each KV cache, read by every repeat; the %% columns "
           "compare with DRAM ceilings\n\n");
     }
-    for (const Case& c : decodes.empty() ? issue_shapes() : decodes) {
+    for (const Case& c : issue_shapes()) {
       if (!only.empty() && c.shape.name.find(only) == std::string::npos) continue;
       const auto t = attnkit::bench::time_backend(*flash, c.shape, options);
       const auto r = attnkit::bench::make_report(c.shape, t, ceilings);
