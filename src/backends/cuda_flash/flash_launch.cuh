@@ -32,6 +32,12 @@ namespace attnkit::cuda {
 #ifndef ATTNKIT_FLASH_DECODE_FP8_D128
 #define ATTNKIT_FLASH_DECODE_FP8_D128 128, 1, 1, 4, 128, 3, true, 2, 8
 #endif
+// ATTNKIT_FLASH_FOLD_PREFILL_WRITE 0 keeps the separate cache-update launch in steps with
+// large-row items (as before the Hopper prefill kernels wrote the cache themselves), for
+// comparisons (bench/variants/nofold.h); 1, the default, folds it (can_fold_cache_update).
+#ifndef ATTNKIT_FLASH_FOLD_PREFILL_WRITE
+#define ATTNKIT_FLASH_FOLD_PREFILL_WRITE 1
+#endif
 
 // Register and shared-memory budgets below were read off `nvcc -Xptxas -v` (sm_90, nvcc
 // 13.0; no spills except the 4 bytes noted); an SM has 64 Ki registers and 227 KiB of
@@ -133,17 +139,22 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
 template <int D, typename T, typename KV>
 void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePlan& plan,
                                   const FlashLaunchOptions& options) {
-  // The cache write is folded only into plans without large-row items
+  // The cache write is folded into large-row items only on the Hopper kernels
   // (can_fold_cache_update).
   launch_flash_items<T, typename FlashSmallKvConfig<D, KV>::type>(
       p, plan.small_items, plan.num_small, plan, options.fresh_kv);
 #if ATTNKIT_CUDA_SM90A
   // The Hopper prefill reads 16-bit caches only (flash_geometry plans fp8 for these rows).
   if (!kIsFp8<KV> && flash_wgmma_enabled()) {
-    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan);
+    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan, options.fresh_kv);
     return;
   }
 #endif
+  if (options.fresh_kv.key != nullptr && plan.num_large > 0) {
+    throw Error(ErrorCode::kInternal,
+                "CUDA_FLASH: a folded cache write reached the sm_80 large-row kernels, which "
+                "read the step's keys from the cache (can_fold_cache_update)");
+  }
   launch_flash_items<T, FlashKvConfig<typename FlashLargeConfig<D>::type, KV>>(
       p, plan.large_items, plan.num_large, plan, CacheUpdateParams{});
 }

@@ -157,6 +157,16 @@ std::vector<NamedCase> all_cases() {
   unsplit.num_kv_heads = 8;
   unsplit.requests = {{700, 700}, {600, 650}};
   add("FlashPrefillGqaUnsplitD128", unsplit);
+  // Three query heads per KV head: a 128-row tile ends inside a token's rows, so two row
+  // tiles write that token's K/V into the cache (the prefill kernels' folded cache write);
+  // a prefill, a chunk after cached context and a decode in one step.
+  GpuCase group3 = long_prefill;
+  group3.dtype = DType::kFloat16;
+  group3.head_size = 64;
+  group3.num_heads = 12;
+  group3.num_kv_heads = 4;
+  group3.requests = {{300, 300}, {200, 700}, {1, 40}};
+  add("FlashPrefillGqaGroup3RowsAcrossTiles", group3);
   // fp8 caches with scales (CUDA_FLASH converts each landed tile to the compute dtype,
   // CUDA_PAGED each element it reads) and, CUDA_PAGED only, a 16-bit cache of the other
   // dtype.
