@@ -7,14 +7,15 @@
 # BUILD is a configured and built CUDA build folder (Ninja or Makefiles; it is only read);
 # HEADER defines the compile-time switches of src/backends/cuda_flash (ATTNKIT_FLASH_*, e.g.
 # bench/variants/*.h). Each of CUDA_FLASH's translation units whose recorded dependencies
-# include flash_kernel.cuh or flash_launch.cuh (all of them when the build recorded none) is
-# compiled again with BUILD's own command line (compile_commands.json) plus `-include HEADER`,
-# into OUT/obj; libattnkit is linked again with BUILD's link command, those objects replacing
-# BUILD's, into OUT/lib. With TESTS=1, OUT/bin/attnkit_backends_cuda_tests too: a copy of
-# BUILD's libattnkit_internal.a with the variant objects replacing their namesakes (`ar r`),
-# linked with the tests' recorded link command. Last it prints the registers, stack frame and
-# spills (ptxas -v, kept in OUT/obj/*.ptxas.log) of the decode instances
-# (flash_attention_kernel with one warp row) of each head size.
+# include flash_kernel.cuh, flash_launch.cuh or flash_wgmma_kernel.cuh (all of them when the
+# build recorded none) is compiled again with BUILD's own command line
+# (compile_commands.json) plus `-include HEADER`, into OUT/obj; libattnkit is linked again
+# with BUILD's link command, those objects replacing BUILD's, into OUT/lib. With TESTS=1,
+# OUT/bin/attnkit_backends_cuda_tests too: a copy of BUILD's libattnkit_internal.a with the
+# variant objects replacing their namesakes (`ar r`), linked with the tests' recorded link
+# command. Last it prints the registers, stack frame and spills (ptxas -v, kept in
+# OUT/obj/*.ptxas.log) of the decode instances (flash_attention_kernel with one warp row) of
+# each head size.
 # NVCC_THREADS (default 2) is nvcc's --threads.
 set -euo pipefail
 if [ $# -ne 3 ]; then
@@ -36,7 +37,7 @@ import json, os, re, shlex, subprocess, sys
 
 build, header, out, tests, threads = sys.argv[1:6]
 ninja = os.path.exists(os.path.join(build, "build.ninja"))
-watched = ("flash_kernel.cuh", "flash_launch.cuh")
+watched = ("flash_kernel.cuh", "flash_launch.cuh", "flash_wgmma_kernel.cuh")
 
 def recorded_deps(obj_rel):
     """Headers BUILD's generator recorded for an object; None when it recorded none."""
@@ -63,7 +64,7 @@ for entry in json.load(open(os.path.join(build, "compile_commands.json"))):
     obj_rel = os.path.relpath(os.path.join(entry["directory"], obj), build)
     deps = recorded_deps(obj_rel)
     if deps is not None and not any(d.endswith(watched) for d in deps):
-        print(f"kept:       {os.path.relpath(src)} (includes neither {' nor '.join(watched)})")
+        print(f"kept:       {os.path.relpath(src)} (includes none of {', '.join(watched)})")
         continue
     new_obj = os.path.join(out, "obj", os.path.basename(obj))
     args[i + 1] = new_obj
