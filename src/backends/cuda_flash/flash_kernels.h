@@ -25,14 +25,15 @@ struct FlashLaunchOptions {
   // (no cache-update launch); only where can_fold_cache_update says so.
   CacheUpdateParams fresh_kv{};
 };
-// Whether large-row items run on the Hopper prefill kernels (flash_wgmma_enabled) in this
-// build and on this device.
-bool flash_hopper_prefill();
+// Whether large-row items write the cache themselves: they run on the Hopper prefill
+// kernels (flash_wgmma_enabled) in this build and on this device, and the build folds
+// (ATTNKIT_FLASH_FOLD_PREFILL_WRITE, flash_launch.cuh).
+bool flash_prefill_folds_cache_update();
 // Whether a step's cache update can be folded into its attention launch: causal
 // self-attention, the cache in the compute dtype with unit scales, and large-row items
-// (if any) on the Hopper prefill kernels (hopper_prefill, from flash_hopper_prefill).
+// only if prefill_folds (flash_prefill_folds_cache_update).
 bool can_fold_cache_update(const CacheUpdateParams& update, const PagedAttentionParams& params,
-                           const DevicePlan& plan, bool hopper_prefill);
+                           const DevicePlan& plan, bool prefill_folds);
 void launch_flash_attention(const PagedAttentionParams& params, const DevicePlan& plan,
                             const FlashLaunchOptions& options);
 

@@ -32,11 +32,13 @@ namespace attnkit::cuda {
 #ifndef ATTNKIT_FLASH_DECODE_FP8_D128
 #define ATTNKIT_FLASH_DECODE_FP8_D128 128, 1, 1, 4, 128, 3, true, 2, 8
 #endif
-// ATTNKIT_FLASH_FOLD_PREFILL_WRITE 0 keeps the separate cache-update launch in steps with
-// large-row items (as before the Hopper prefill kernels wrote the cache themselves), for
-// comparisons (bench/variants/nofold.h); 1, the default, folds it (can_fold_cache_update).
+// ATTNKIT_FLASH_FOLD_PREFILL_WRITE 1: steps with large-row items fold their cache update
+// into the Hopper prefill kernels (flash_prefill_folds_cache_update). 0, the default until
+// that path has passed the GPU conformance cases and compute-sanitizer, keeps the separate
+// cache-update launch; bench/variants/fold.h builds the folding variant for that proof and
+// its timing next to the default.
 #ifndef ATTNKIT_FLASH_FOLD_PREFILL_WRITE
-#define ATTNKIT_FLASH_FOLD_PREFILL_WRITE 1
+#define ATTNKIT_FLASH_FOLD_PREFILL_WRITE 0
 #endif
 
 // Register and shared-memory budgets below were read off `nvcc -Xptxas -v` (sm_90, nvcc

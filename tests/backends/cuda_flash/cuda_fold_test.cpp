@@ -1,8 +1,8 @@
 // When CUDA_FLASH folds the cache update into the attention launch (CPU only, runs in CI):
 // steps of causal self-attention with the cache in the compute dtype and unit scales,
-// whose large-row (prefill) items, if any, run on the Hopper kernels; every other step
-// keeps the separate cache-update launch. The GPU conformance cases check the folded
-// writes byte for byte.
+// whose large-row (prefill) items, if any, write the cache themselves (the Hopper kernels,
+// where the build folds); every other step keeps the separate cache-update launch. The GPU
+// conformance cases check the folded writes byte for byte.
 
 #include <gtest/gtest.h>
 
@@ -41,11 +41,11 @@ Step decode_step() {
 
 TEST(CudaFoldCacheUpdate, DecodePlanFolds) {
   const Step s = decode_step();
-  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan, /*hopper_prefill=*/false));
-  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan, /*hopper_prefill=*/true));
+  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan, /*prefill_folds=*/false));
+  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan, /*prefill_folds=*/true));
 }
 
-TEST(CudaFoldCacheUpdate, PrefillAndMixedPlansFoldOnTheHopperKernelsOnly) {
+TEST(CudaFoldCacheUpdate, PrefillAndMixedPlansFoldOnlyWherePrefillKernelsWriteTheCache) {
   Step s = decode_step();
   s.plan.num_small = 0;
   s.plan.num_large = 3;  // a prefill: its producer reads the new keys from the inputs
