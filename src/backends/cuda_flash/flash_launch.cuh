@@ -33,10 +33,9 @@ namespace attnkit::cuda {
 #define ATTNKIT_FLASH_DECODE_FP8_D128 128, 1, 1, 4, 128, 3, true, 2, 8
 #endif
 // ATTNKIT_FLASH_FOLD_PREFILL_WRITE 1: steps with large-row items fold their cache update
-// into the Hopper prefill kernels (flash_prefill_folds_cache_update). 0, the default until
-// that path has passed the GPU conformance cases and compute-sanitizer, keeps the separate
-// cache-update launch; bench/variants/fold.h builds the folding variant for that proof and
-// its timing next to the default.
+// into the Hopper prefill kernels (flash_prefill_folds_cache_update). 0, the default, keeps
+// the separate cache-update launch: the folded write was correct but no faster on an H100
+// (bench/results/cuda.md, run 62); bench/variants/fold.h builds it for comparisons.
 #ifndef ATTNKIT_FLASH_FOLD_PREFILL_WRITE
 #define ATTNKIT_FLASH_FOLD_PREFILL_WRITE 0
 #endif
