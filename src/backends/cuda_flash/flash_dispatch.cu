@@ -45,25 +45,14 @@ KernelGeometry flash_geometry(int head_size, bool fp8_cache) {
   return g;
 }
 
-bool flash_prefill_folds_cache_update() {
-#if ATTNKIT_CUDA_SM90A
-  return ATTNKIT_FLASH_FOLD_PREFILL_WRITE && flash_wgmma_enabled();
-#else
-  return false;
-#endif
-}
-
 bool can_fold_cache_update(const CacheUpdateParams& u, const PagedAttentionParams& p,
-                           const DevicePlan& plan, bool prefill_folds) {
-  // The kernels copy 16-byte rows of the compute dtype: no conversion, no scale. New keys
-  // are the last q_len positions of each request only for causal self-attention. Large-row
-  // (prefill) items fold it only on the Hopper kernels, which read the step's own keys
-  // from the inputs and write each token once; the sm_80 large-row CTAs would copy the
-  // same keys once per row tile.
-  return p.causal && (plan.num_large == 0 || prefill_folds) &&
-         plan.num_small + plan.num_large > 0 && u.value != nullptr && u.src_dtype == p.q_dtype &&
-         u.kv_dtype == p.q_dtype && u.k_scale == 1.0f && u.v_scale == 1.0f &&
-         u.num_kv_heads == p.num_kv_heads && u.head_size == p.head_size &&
+                           const DevicePlan& plan) {
+  // The kernel copies 16-byte rows of the compute dtype: no conversion, no scale. New keys
+  // are the last q_len positions of each request only for causal self-attention, and
+  // large-row (prefill) CTAs would copy the same keys once per row tile.
+  return p.causal && plan.num_large == 0 && plan.num_small > 0 && u.value != nullptr &&
+         u.src_dtype == p.q_dtype && u.kv_dtype == p.q_dtype && u.k_scale == 1.0f &&
+         u.v_scale == 1.0f && u.num_kv_heads == p.num_kv_heads && u.head_size == p.head_size &&
          u.head_size_v == p.head_size;
 }
 

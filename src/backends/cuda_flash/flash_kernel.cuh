@@ -36,7 +36,6 @@
 // A decode CTA's warps each copy and read their own keys (warp barriers only). The cache's
 // scales are applied once: k_scale to the softmax scale, v_scale to the output.
 
-#include "backends/cuda_flash/flash_fresh_kv.cuh"
 #include "backends/cuda_flash/flash_kernels.h"
 #include "backends/cuda_flash/flash_split_merge.cuh"
 #include "backends/cuda_flash/flash_trace.cuh"
@@ -393,8 +392,23 @@ __device__ __forceinline__ void write_fresh_kv(const CacheUpdateParams& fresh,
   const int new_begin = kv_begin > pos_base ? kv_begin : pos_base;
   const int new_count = kv_end - new_begin;
   for (int i = tid; i < new_count * kChunks; i += C::kThreads) {
-    const int kpos = new_begin + i / kChunks;
-    copy_fresh_chunk<T>(fresh, item.q_start + (kpos - pos_base), kv_head, i % kChunks);
+    const int kpos = new_begin + i / kChunks, c = i % kChunks;
+    const int token = item.q_start + (kpos - pos_base);
+    const int64_t slot = fresh.slot_mapping[token];
+    if (slot < 0) continue;  // padding token
+    const int64_t block = slot / fresh.block_size, offset = slot % fresh.block_size;
+    const uint4 k = *reinterpret_cast<const uint4*>(static_cast<const T*>(fresh.key) +
+                                                    token * fresh.key_token_stride +
+                                                    kv_head * fresh.key_head_stride + c * 8);
+    const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const T*>(fresh.value) +
+                                                    token * fresh.value_token_stride +
+                                                    kv_head * fresh.value_head_stride + c * 8);
+    *reinterpret_cast<uint4*>(static_cast<T*>(fresh.k_cache) + block * fresh.k_block_stride +
+                              offset * fresh.k_token_stride + kv_head * fresh.k_head_stride +
+                              c * 8) = k;
+    *reinterpret_cast<uint4*>(static_cast<T*>(fresh.v_cache) + block * fresh.v_block_stride +
+                              offset * fresh.v_token_stride + kv_head * fresh.v_head_stride +
+                              c * 8) = v;
   }
   __syncthreads();
 }

@@ -21,19 +21,13 @@ KernelGeometry flash_geometry(int head_size, bool fp8_cache);
 // in place by their last CTA (no combine launch).
 // Its launches are programmatic dependent launches on sm_90+ (flash_launch.cuh).
 struct FlashLaunchOptions {
-  // fresh_kv.key set: the kernels write this step's keys/values into the cache themselves
-  // (no cache-update launch); only where can_fold_cache_update says so.
+  // fresh_kv.key set: the kernel writes this step's keys/values into the cache itself (no
+  // cache-update launch); only for decode plans (no large-row items), causal self-attention
+  // with the cache in the compute dtype and unit scales (can_fold_cache_update).
   CacheUpdateParams fresh_kv{};
 };
-// Whether large-row items write the cache themselves: they run on the Hopper prefill
-// kernels (flash_wgmma_enabled) in this build and on this device, and the build folds
-// (ATTNKIT_FLASH_FOLD_PREFILL_WRITE, flash_launch.cuh).
-bool flash_prefill_folds_cache_update();
-// Whether a step's cache update can be folded into its attention launch: causal
-// self-attention, the cache in the compute dtype with unit scales, and large-row items
-// only if prefill_folds (flash_prefill_folds_cache_update).
 bool can_fold_cache_update(const CacheUpdateParams& update, const PagedAttentionParams& params,
-                           const DevicePlan& plan, bool prefill_folds);
+                           const DevicePlan& plan);
 void launch_flash_attention(const PagedAttentionParams& params, const DevicePlan& plan,
                             const FlashLaunchOptions& options);
 

@@ -32,13 +32,6 @@ namespace attnkit::cuda {
 #ifndef ATTNKIT_FLASH_DECODE_FP8_D128
 #define ATTNKIT_FLASH_DECODE_FP8_D128 128, 1, 1, 4, 128, 3, true, 2, 8
 #endif
-// ATTNKIT_FLASH_FOLD_PREFILL_WRITE 1: steps with large-row items fold their cache update
-// into the Hopper prefill kernels (flash_prefill_folds_cache_update). 0, the default, keeps
-// the separate cache-update launch: the folded write was correct but no faster on an H100
-// (bench/results/cuda.md, run 62); bench/variants/fold.h builds it for comparisons.
-#ifndef ATTNKIT_FLASH_FOLD_PREFILL_WRITE
-#define ATTNKIT_FLASH_FOLD_PREFILL_WRITE 0
-#endif
 
 // Register and shared-memory budgets below were read off `nvcc -Xptxas -v` (sm_90, nvcc
 // 13.0; no spills except the 4 bytes noted); an SM has 64 Ki registers and 227 KiB of
@@ -140,22 +133,17 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
 template <int D, typename T, typename KV>
 void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePlan& plan,
                                   const FlashLaunchOptions& options) {
-  // The cache write is folded into large-row items only on the Hopper kernels
+  // The cache write is folded only into plans without large-row items
   // (can_fold_cache_update).
   launch_flash_items<T, typename FlashSmallKvConfig<D, KV>::type>(
       p, plan.small_items, plan.num_small, plan, options.fresh_kv);
 #if ATTNKIT_CUDA_SM90A
   // The Hopper prefill reads 16-bit caches only (flash_geometry plans fp8 for these rows).
   if (!kIsFp8<KV> && flash_wgmma_enabled()) {
-    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan, options.fresh_kv);
+    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan);
     return;
   }
 #endif
-  if (options.fresh_kv.key != nullptr && plan.num_large > 0) {
-    throw Error(ErrorCode::kInternal,
-                "CUDA_FLASH: a folded cache write reached the sm_80 large-row kernels, which "
-                "read the step's keys from the cache (can_fold_cache_update)");
-  }
   launch_flash_items<T, FlashKvConfig<typename FlashLargeConfig<D>::type, KV>>(
       p, plan.large_items, plan.num_large, plan, CacheUpdateParams{});
 }

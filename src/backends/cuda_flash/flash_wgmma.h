@@ -17,9 +17,8 @@ inline constexpr int kFlashWgmmaRows = 128;
 bool flash_wgmma_enabled();
 
 // Runs `count` large-row items (fp16/bf16, head size 64, 128 or 256); a programmatic
-// dependent launch on the device (kernel_launch.cuh). fresh_kv.key set: the kernels also
-// write the step's keys/values into the cache (can_fold_cache_update).
+// dependent launch on the device (kernel_launch.cuh).
 void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                              const DevicePlan& plan, const CacheUpdateParams& fresh_kv);
+                              const DevicePlan& plan);
 
 }  // namespace attnkit::cuda

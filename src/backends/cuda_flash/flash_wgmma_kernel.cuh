@@ -20,11 +20,6 @@
 //     intra-warpgroup overlap). With kPingPong (the default) the two consumers take turns
 //     issuing their products (named barriers), so one's softmax also overlaps the other's
 //     matrix products; they share no other synchronisation.
-// Prefill steps fold the cache update into this launch (fresh.key set, see
-// can_fold_cache_update): the producer copies the step's own keys (positions from
-// kv_len - q_len on) from the inputs rather than from their cache slots, so no CTA reads
-// what another writes, and after its last tile the producer of split 0 of each row tile
-// writes the K/V rows of its own tokens into the cache while the consumers finish.
 // The epilogue stages each consumer's output tile in its (then free) Q buffer and writes
 // 16-byte rows, or writes split-KV partials, merged by the group's last CTA
 // (flash_split_merge.cuh) over the consumer threads.
@@ -33,7 +28,6 @@
 //   Q [2 consumers][D/64 slabs][64 rows][64] | stage s: K [D/64][BN][64], V [D/64][BN][64]
 //   | full_k, full_v, empty_k, empty_v mbarriers [STAGES] each
 
-#include "backends/cuda_flash/flash_fresh_kv.cuh"
 #include "backends/cuda_flash/flash_kernels.h"
 #include "backends/cuda_flash/flash_split_merge.cuh"
 #include "kernels/cuda/device_common.cuh"
@@ -113,10 +107,8 @@ struct WgmmaSmem {
 // The producer warpgroup: every K/V tile of the item into the ring of stages. 8 threads
 // per key (16 keys per pass): thread `sub` copies 16-byte chunk `sub` of every 64-column
 // slab of its key's K and V rows, so one warp instruction reads four whole 128-byte lines.
-// With fresh.key set, the step's own keys come from the inputs (see above).
 template <typename T, typename C>
 __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
-                                                 const CacheUpdateParams& fresh,
                                                  const CudaWorkItem& item, int kv_head,
                                                  const WgmmaSmem<C>& smem) {
   using namespace sm90;
@@ -136,16 +128,6 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
           ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
           : nullptr;
   const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
-  // Keys from position fresh_from on are the step's own (input row token = q_start +
-  // position - pos_base); without a folded write, none is.
-  const bool fold = fresh.key != nullptr;
-  const int pos_base = item.kv_len - item.q_len;
-  const int fresh_from = fold ? pos_base : kv_end;
-  const T* fresh_k =
-      fold ? static_cast<const T*>(fresh.key) + kv_head * fresh.key_head_stride + sub * 8 : nullptr;
-  const T* fresh_v =
-      fold ? static_cast<const T*>(fresh.value) + kv_head * fresh.value_head_stride + sub * 8
-           : nullptr;
   // Block index and slot of this thread's key of the current pass (paged caches; the
   // contiguous case ignores them).
   const int first_key = kv_begin + key_in_pass;
@@ -158,19 +140,16 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
     const int kb = kv_begin + tile * BN;
     const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
     // Where this thread's key of each pass lives: (row, slot) with the element offset
-    // row * row_stride + slot * token_stride; row -1 for keys past kv_end, -2 - token for
-    // the step's own keys read from the inputs. Contiguous caches use the token index as
-    // the row (row stride = token stride, slot 0). The paged position (block index, slot)
-    // is stepped 16 keys per pass, no division.
+    // row * row_stride + slot * token_stride; row -1 for keys past kv_end. Contiguous
+    // caches use the token index as the row (row stride = token stride, slot 0). The
+    // paged position (block index, slot) is stepped 16 keys per pass, no division.
     int32_t key_row[BN / 16], key_slot[BN / 16];
 #pragma unroll
     for (int pass = 0; pass < BN / 16; ++pass) {
       const int kpos = kb + pass * 16 + key_in_pass;
       key_row[pass] = -1;
       key_slot[pass] = block_row != nullptr ? walk_slot : 0;
-      if (kpos >= fresh_from && kpos < kv_end) {
-        key_row[pass] = -2 - (item.q_start + kpos - pos_base);
-      } else if (kpos < kv_end) {
+      if (kpos < kv_end) {
         key_row[pass] = block_row != nullptr ? block_row[walk_block]
                                              : static_cast<int32_t>(contiguous_row + kpos);
       }
@@ -186,8 +165,6 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
       const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
       if (tile >= STAGES) mbarrier_wait(empty, reuse_parity);
       const T* src_base = part == 0 ? k_base : v_base;
-      const T* fresh_base = part == 0 ? fresh_k : fresh_v;
-      const int64_t fresh_stride = part == 0 ? fresh.key_token_stride : fresh.value_token_stride;
       const int64_t token_stride = part == 0 ? p.k_token_stride : p.v_token_stride;
       const int64_t row_stride = block_row == nullptr ? token_stride
                                  : part == 0          ? p.k_block_stride
@@ -195,29 +172,16 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
 #pragma unroll
       for (int pass = 0; pass < BN / 16; ++pass) {
         // Out-of-range keys zero-fill (src-size 0) from a valid address.
-        const int32_t row = key_row[pass];
-        const T* src = row >= 0   ? src_base + row * row_stride + key_slot[pass] * token_stride
-                       : row < -1 ? fresh_base + static_cast<int64_t>(-2 - row) * fresh_stride
-                                  : src_base;
-        const int bytes = row != -1 ? 16 : 0;
+        const bool valid = key_row[pass] >= 0;
+        const int64_t off = valid ? key_row[pass] * row_stride + key_slot[pass] * token_stride : 0;
+        const int bytes = valid ? 16 : 0;
         const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
 #pragma unroll
         for (int j = 0; j < kSlabs; ++j) {
-          cp_async_16(dst + j * C::kSlabBytes, src + j * 64, bytes);
+          cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
         }
       }
       cp_async_arrive_noinc((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
-    }
-  }
-  // The folded cache write: split 0 of a row tile writes the rows of its tokens (a token
-  // whose GQA rows straddle two tiles is written by both, the same bytes).
-  if (fold && item.split == 0) {
-    const int group = p.num_heads / p.num_kv_heads;
-    const int token_begin = item.row_begin / group;
-    const int tokens = (item.row_end - 1) / group + 1 - token_begin;
-    for (int i = tid; i < tokens * C::kChunks; i += 128) {
-      copy_fresh_chunk<T>(fresh, item.q_start + token_begin + i / C::kChunks, kv_head,
-                          i % C::kChunks);
     }
   }
   cp_async_wait<0>();
@@ -578,7 +542,7 @@ struct WgmmaConsumer {
 template <typename T, typename C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_wgmma_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
-                       float* partial_lse, unsigned* split_counters, CacheUpdateParams fresh) {
+                       float* partial_lse, unsigned* split_counters) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const WgmmaSmem<C> smem(smem_raw);
@@ -593,7 +557,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (threadIdx.x < 128) {
     sm90::setmaxnreg_dec<C::kProducerRegs>();
-    produce_kv_tiles<T, C>(p, fresh, item, kv_head, smem);
+    produce_kv_tiles<T, C>(p, item, kv_head, smem);
   } else {
     sm90::setmaxnreg_inc<C::kConsumerRegs>();
     WgmmaConsumer<T, C> consumer(p, item, kv_head, smem);
@@ -615,7 +579,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   (void)partial_o;
   (void)partial_lse;
   (void)split_counters;
-  (void)fresh;
 #endif
 }
 

@@ -157,9 +157,9 @@ std::vector<NamedCase> all_cases() {
   unsplit.num_kv_heads = 8;
   unsplit.requests = {{700, 700}, {600, 650}};
   add("FlashPrefillGqaUnsplitD128", unsplit);
-  // Three query heads per KV head: a 128-row tile ends inside a token's rows, so two row
-  // tiles write that token's K/V into the cache (the prefill kernels' folded cache write);
-  // a prefill, a chunk after cached context and a decode in one step.
+  // Three query heads per KV head: a 128-row tile ends inside a token's rows, so one
+  // token's query heads are split between two row tiles; a prefill, a chunk after cached
+  // context and a decode in one step.
   GpuCase group3 = long_prefill;
   group3.dtype = DType::kFloat16;
   group3.head_size = 64;

@@ -1,8 +1,7 @@
 // When CUDA_FLASH folds the cache update into the attention launch (CPU only, runs in CI):
-// steps of causal self-attention with the cache in the compute dtype and unit scales,
-// whose large-row (prefill) items, if any, write the cache themselves (the Hopper kernels,
-// where the build folds); every other step keeps the separate cache-update launch. The GPU
-// conformance cases check the folded writes byte for byte.
+// decode plans of causal self-attention with the cache in the compute dtype and unit
+// scales; every other step keeps the separate cache-update launch. The GPU conformance
+// cases check the folded writes byte for byte.
 
 #include <gtest/gtest.h>
 
@@ -41,45 +40,31 @@ Step decode_step() {
 
 TEST(CudaFoldCacheUpdate, DecodePlanFolds) {
   const Step s = decode_step();
-  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan, /*prefill_folds=*/false));
-  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan, /*prefill_folds=*/true));
-}
-
-TEST(CudaFoldCacheUpdate, PrefillAndMixedPlansFoldOnlyWherePrefillKernelsWriteTheCache) {
-  Step s = decode_step();
-  s.plan.num_small = 0;
-  s.plan.num_large = 3;  // a prefill: its producer reads the new keys from the inputs
-  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan, true));
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, false));
-  s.plan.num_small = 5;  // mixed
-  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan, true));
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, false));
-  s.params.causal = false;
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, true));
+  EXPECT_TRUE(can_fold_cache_update(s.update, s.params, s.plan));
 }
 
 TEST(CudaFoldCacheUpdate, EveryOtherStepKeepsTheCacheUpdateLaunch) {
   Step s = decode_step();
-  s.plan.num_large = 1;  // sm_80 prefill row tiles would copy the keys once per tile
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, false));
+  s.plan.num_large = 1;  // a prefill row tile: its CTAs would copy the keys once per tile
+  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan));
   s = decode_step();
   s.params.causal = false;  // cross/encoder: new keys are not the last q_len positions
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, true));
+  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan));
   s = decode_step();
   s.update.kv_dtype = ScalarType::kFp8E4M3;  // needs a conversion
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, true));
+  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan));
   s = decode_step();
   s.update.src_dtype = ScalarType::kFloat16;
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, true));
+  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan));
   s = decode_step();
   s.update.k_scale = 0.5f;  // a scale on the write
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, true));
+  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan));
   s = decode_step();
   s.update.value = nullptr;  // MLA layout (latent only)
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, true));
+  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan));
   s = decode_step();
-  s.plan.num_small = 0;  // nothing to launch
-  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan, true));
+  s.plan.num_small = 0;
+  EXPECT_FALSE(can_fold_cache_update(s.update, s.params, s.plan));
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ struct WgmmaTiles<256> {  // 193 KiB shared
 
 template <int D, typename T>
 void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                  const DevicePlan& plan, const CacheUpdateParams& fresh_kv) {
+                  const DevicePlan& plan) {
   using C = typename WgmmaTiles<D>::type;
   static const bool configured = allow_dynamic_smem(flash_wgmma_kernel<T, C>, C::kSmemBytes);
   (void)configured;
@@ -51,17 +51,17 @@ void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int 
   flash_trace_bind();      // the split merge's marks; nothing unless built with ATTNKIT_FLASH_TRACE
   launch_kernel_ex(flash_wgmma_kernel<T, C>, dim3(count, p.num_kv_heads), dim3(C::kThreads),
                    C::kSmemBytes, static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p,
-                   items, plan.partial_o, plan.partial_lse, plan.split_counters, fresh_kv);
+                   items, plan.partial_o, plan.partial_lse, plan.split_counters);
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_wgmma_kernel);
 }
 
 template <int D>
 void launch_head_size(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                      const DevicePlan& plan, const CacheUpdateParams& fresh_kv) {
+                      const DevicePlan& plan) {
   if (p.q_dtype == ScalarType::kFloat16) {
-    launch_typed<D, __half>(p, items, count, plan, fresh_kv);
+    launch_typed<D, __half>(p, items, count, plan);
   } else {
-    launch_typed<D, __nv_bfloat16>(p, items, count, plan, fresh_kv);
+    launch_typed<D, __nv_bfloat16>(p, items, count, plan);
   }
 }
 
@@ -90,17 +90,17 @@ bool flash_wgmma_enabled() {
 }
 
 void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                              const DevicePlan& plan, const CacheUpdateParams& fresh_kv) {
+                              const DevicePlan& plan) {
   if (count == 0 && !plan.load_only) return;
   switch (p.head_size) {
     case 64:
-      launch_head_size<64>(p, items, count, plan, fresh_kv);
+      launch_head_size<64>(p, items, count, plan);
       break;
     case 128:
-      launch_head_size<128>(p, items, count, plan, fresh_kv);
+      launch_head_size<128>(p, items, count, plan);
       break;
     case 256:
-      launch_head_size<256>(p, items, count, plan, fresh_kv);
+      launch_head_size<256>(p, items, count, plan);
       break;
     default:
       throw Error(ErrorCode::kUnsupported, "CUDA_FLASH (sm_90a): head_size " +
