@@ -16,6 +16,8 @@
 #   tar -C .stage/v -cJf .stage/variants.tar.xz --exclude='*/obj' --exclude='*.sh' \
 #     --exclude='*.txt' c3 ...
 #
+# Smoke first: every library on the first shape of SHAPES (SMOKE_LIMIT seconds, default
+# 20); one that fails or hangs there is left out of every later step.
 # 0. With TEST_DEFAULT=1, first the default build's own proof: every case of
 #    bin/attnkit_backends_cuda_tests, bin/attnkit_backends_cuda_mla_tests when staged, and
 #    `attnkit run --verify` on CUDA_FLASH with fp8_e4m3, fp8_e5m2 and bf16 (auto) caches.
@@ -151,8 +153,38 @@ verify_run() {
     --max-layers-per-kind 4
 }
 
+# Smoke: every library on the first shape of SHAPES under SMOKE_LIMIT seconds (default
+# 20). A library that fails or hangs there is left out of every later step, where a hang
+# would cost each step its whole limit (run 63); the summary says which. A hang can then
+# be located with bench/variants/watchdog.h.
+read -r first_shape _ <<<"$shapes"
+failed_smoke=()
+for name in default "${variants[@]}"; do
+  t0=$SECONDS
+  timeout "${SMOKE_LIMIT:-20}" env LD_LIBRARY_PATH="$(lib_path "$name")" \
+    "$work/bin/cuda_attention_bench" --backend CUDA_FLASH --shape "$first_shape" \
+    >>"$raw/smoke_$name.log" 2>&1
+  rc=$?
+  echo "== smoke $name ($first_shape): exit $rc in $((SECONDS - t0)) s" | tee -a "$summary"
+  [ "$rc" = 0 ] || failed_smoke+=("$name")
+done
+if [ ${#failed_smoke[@]} -gt 0 ]; then
+  echo "left out after the smoke step: ${failed_smoke[*]}" | tee -a "$summary"
+  kept=()
+  for name in "${variants[@]}"; do
+    [[ " ${failed_smoke[*]} " == *" $name "* ]] || kept+=("$name")
+  done
+  variants=("${kept[@]}")
+fi
+default_ok=1
+if [[ " ${failed_smoke[*]} " == *" default "* ]]; then
+  default_ok=0
+  [ "${TEST_DEFAULT:-0}" = 1 ] && echo "== tests default: left out (failed the smoke step)" |
+    tee -a "$summary"
+fi
+
 # 0. The default build's proof: all of its tests and a model run per cache dtype.
-if [ "${TEST_DEFAULT:-0}" = 1 ]; then
+if [ "${TEST_DEFAULT:-0}" = 1 ] && [ "$default_ok" = 1 ]; then
   reserve=${RESERVE:-$((15 * rounds * (1 + ${#variants[@]})))}
   budget_step "tests default" tests_default.log 150 env LD_LIBRARY_PATH="$work/lib" \
     "$work/bin/attnkit_backends_cuda_tests"
@@ -180,7 +212,8 @@ shape_args=()
 for s in $shapes; do shape_args+=(--shape "$s"); done
 : >"$raw/records.tsv"
 for round in $(seq 1 "$rounds"); do
-  order=(default "${variants[@]}")
+  order=("${variants[@]}")
+  [ "$default_ok" = 1 ] && order=(default "${variants[@]}")
   if [ $((round % 2)) = 0 ]; then
     reversed=()
     for ((i = ${#order[@]} - 1; i >= 0; --i)); do reversed+=("${order[i]}"); done
@@ -223,6 +256,10 @@ done
 # 3. memcheck on the builds named in SANITIZE, then racecheck while time is left.
 sanitized=()
 for name in ${SANITIZE:-}; do
+  if [[ " ${failed_smoke[*]} " == *" $name "* ]]; then
+    echo "== memcheck $name: left out (failed the smoke step)" | tee -a "$summary"
+    continue
+  fi
   tests=$(tests_of "$name")
   if [ ! -x "$tests" ]; then
     echo "== memcheck $name: no bin/attnkit_backends_cuda_tests for $name" | tee -a "$summary"

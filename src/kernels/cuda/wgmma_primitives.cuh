@@ -36,9 +36,22 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 // Blocks until the phase with the given parity (0 or 1) of the barrier has completed.
+// Built with ATTNKIT_WGMMA_WATCHDOG (bench/variants/watchdog.h), a wait that lasts 4e9
+// clock cycles prints the block, thread, barrier address and parity and traps, so that a
+// kernel that deadlocks on a barrier says where (bench/results/cuda.md, run 64).
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
+#ifdef ATTNKIT_WGMMA_WATCHDOG
+  const long long start = clock64();
+#endif
   do {
+#ifdef ATTNKIT_WGMMA_WATCHDOG
+    if (clock64() - start > 4000000000LL) {
+      printf("watchdog: block %d thread %d mbarrier 0x%x parity %u\n", blockIdx.x, threadIdx.x, bar,
+             parity);
+      __trap();
+    }
+#endif
     asm volatile(
         "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}\n"
