@@ -159,6 +159,7 @@ verify_run() {
 # be located with bench/variants/watchdog.h.
 read -r first_shape _ <<<"$shapes"
 failed_smoke=()
+smoke_failed() { [[ " ${failed_smoke[*]} " == *" $1 "* ]]; }
 for name in default "${variants[@]}"; do
   t0=$SECONDS
   timeout "${SMOKE_LIMIT:-20}" env LD_LIBRARY_PATH="$(lib_path "$name")" \
@@ -172,12 +173,12 @@ if [ ${#failed_smoke[@]} -gt 0 ]; then
   echo "left out after the smoke step: ${failed_smoke[*]}" | tee -a "$summary"
   kept=()
   for name in "${variants[@]}"; do
-    [[ " ${failed_smoke[*]} " == *" $name "* ]] || kept+=("$name")
+    smoke_failed "$name" || kept+=("$name")
   done
   variants=("${kept[@]}")
 fi
 default_ok=1
-if [[ " ${failed_smoke[*]} " == *" default "* ]]; then
+if smoke_failed default; then
   default_ok=0
   [ "${TEST_DEFAULT:-0}" = 1 ] && echo "== tests default: left out (failed the smoke step)" |
     tee -a "$summary"
@@ -256,7 +257,7 @@ done
 # 3. memcheck on the builds named in SANITIZE, then racecheck while time is left.
 sanitized=()
 for name in ${SANITIZE:-}; do
-  if [[ " ${failed_smoke[*]} " == *" $name "* ]]; then
+  if smoke_failed "$name"; then
     echo "== memcheck $name: left out (failed the smoke step)" | tee -a "$summary"
     continue
   fi
