@@ -39,9 +39,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attnkit/build_config.h"
@@ -98,6 +101,67 @@ struct Shape {
 };
 
 #if defined(ATTNKIT_FLASH_TRACE)
+// Per CTA, the time between consecutive marks it has (median and mean over the CTAs, us),
+// and, where the kernel records its SM (kTraceSmId), the gap on each SM between a CTA's
+// last mark and the start of the next CTA there: what a CTA's turnover costs the SM.
+void print_trace_phases(const std::vector<uint64_t>& marks, uint64_t first) {
+  using namespace attnkit::cuda;
+  const auto row_of = [&](int cta) {
+    return marks.data() + static_cast<size_t>(cta) * kFlashTracePoints;
+  };
+  const auto summary = [](const char* name, std::vector<double> us) {
+    if (us.empty()) return;
+    std::sort(us.begin(), us.end());
+    double sum = 0;
+    for (double u : us) sum += u;
+    std::printf("  %-26s %5zu  median %7.2f  mean %7.2f  p90 %7.2f us\n", name, us.size(),
+                us[us.size() / 2], sum / static_cast<double>(us.size()), us[us.size() * 9 / 10]);
+  };
+  static const int order[] = {kTraceStart,     kTraceWaited,   kTraceQLoaded,
+                              kTraceFirstTile, kTraceLoopDone, kTraceResultWritten};
+  static const char* phase[] = {"start -> waited", "waited -> q loaded", "q loaded -> first tile",
+                                "first tile -> loop done", "loop done -> written"};
+  for (size_t i = 0; i + 1 < std::size(order); ++i) {
+    std::vector<double> us;
+    for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
+      const uint64_t* row = row_of(cta);
+      const uint64_t a = row[order[i]], b = row[order[i + 1]];
+      if (row[kTraceStart] < first || a == 0 || b == 0 || b < a) continue;
+      us.push_back(static_cast<double>(b - a) * 1e-3);
+    }
+    summary(phase[i], std::move(us));
+  }
+  // CTAs per SM in start order; the gap from one's last mark to the next one's start.
+  std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> per_sm;
+  for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
+    const uint64_t* row = row_of(cta);
+    if (row[kTraceSmId] == 0 || row[kTraceStart] < first) continue;
+    uint64_t last = row[kTraceStart];
+    for (int point = 0; point < kFlashTracePoints; ++point) {
+      if (point != kTraceSmId) last = std::max(last, row[point]);
+    }
+    per_sm[row[kTraceSmId]].emplace_back(row[kTraceStart], last);
+  }
+  std::vector<double> gaps, busy_end;
+  for (auto& [sm, ctas] : per_sm) {
+    std::sort(ctas.begin(), ctas.end());
+    for (size_t i = 0; i + 1 < ctas.size(); ++i) {
+      const double gap =
+          (static_cast<double>(ctas[i + 1].first) - static_cast<double>(ctas[i].second)) * 1e-3;
+      gaps.push_back(gap);
+    }
+    busy_end.push_back(static_cast<double>(ctas.back().second - first) * 1e-3);
+  }
+  if (!per_sm.empty()) {
+    size_t ctas = 0;
+    for (const auto& entry : per_sm) ctas += entry.second.size();
+    std::printf("  %zu SMs, %.1f CTAs each on average\n", per_sm.size(),
+                static_cast<double>(ctas) / static_cast<double>(per_sm.size()));
+    summary("SM gap: last mark -> next", std::move(gaps));
+    summary("SM's last mark", std::move(busy_end));
+  }
+}
+
 // One step's CTA timeline (attnkit/kernels/flash_trace.h): `forward` runs steps back to back; the
 // buffer then holds the last step's marks (every CTA overwrites its own). A merge mark counts only
 // when it follows the same CTA's counter mark (an older step's merge by that CTA does not).
@@ -122,10 +186,11 @@ void print_trace(F&& forward) {
   }
   std::printf("  host: %.2f us to issue one forward (%d back to back)\n",
               std::chrono::duration<double, std::micro>(t1 - t0).count() / kSteps, kSteps);
-  static const char* names[kFlashTracePoints] = {"start",        "waited",       "first tile",
-                                                 "loop done",    "written",      "counted",
-                                                 "merge issued", "merge loaded", "merged (last)"};
+  static const char* names[kFlashTracePoints] = {
+      "start",        "waited",       "first tile",    "loop done", "written", "counted",
+      "merge issued", "merge loaded", "merged (last)", "q loaded",  "sm id"};
   for (int point = 0; point < kFlashTracePoints; ++point) {
+    if (point == kTraceSmId) continue;  // not a time
     std::vector<double> us;
     for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
       const uint64_t* row = marks.data() + static_cast<size_t>(cta) * kFlashTracePoints;
@@ -141,6 +206,7 @@ void print_trace(F&& forward) {
     std::printf("  %-14s %5zu CTAs  earliest %7.2f  median %7.2f  latest %7.2f us\n", names[point],
                 us.size(), us.front(), us[us.size() / 2], us.back());
   }
+  print_trace_phases(marks, first);
 }
 #endif
 

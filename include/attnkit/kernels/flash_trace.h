@@ -1,8 +1,10 @@
 #pragma once
-// Timeline diagnostics of CUDA_FLASH's attention kernel, compiled in only when the build
-// defines ATTNKIT_FLASH_TRACE (a separate build of cuda_attention_bench, `--trace`): thread 0
-// of every CTA records %globaltimer (ns) at fixed points of its life into one device buffer,
-// which the benchmark reads back and summarises per point (earliest, median, latest CTA).
+// Timeline diagnostics of CUDA_FLASH's attention kernels, compiled in only when the build
+// defines ATTNKIT_FLASH_TRACE (a separate build of cuda_attention_bench, `--trace`): one thread
+// of every CTA (thread 0; in the Hopper prefill kernel the first consumer's first thread for
+// the consumer's points) records %globaltimer (ns) at fixed points of its life into one device
+// buffer, which the benchmark reads back and summarises per point (earliest, median, latest
+// CTA), per phase between points, and per SM (the gap between one CTA and the next there).
 // In every other build the marks are empty and nothing is allocated. The device side is
 // src/backends/cuda_flash/flash_trace.cuh.
 
@@ -22,6 +24,8 @@ enum FlashTracePoint : int {
   kTraceMergeIssued,    // the last split's CTA: its partial loads are issued
   kTraceMergeLoaded,    // the group's partials are in shared memory (the last split's CTA)
   kTraceMerged,         // the group merged (the last split's CTA only)
+  kTraceQLoaded,        // the Hopper prefill kernel: the first consumer's Q is in shared memory
+  kTraceSmId,           // not a time: 1 + the SM the CTA ran on (the Hopper prefill kernel)
   kFlashTracePoints
 };
 inline constexpr int kFlashTraceCtas = 16384;

@@ -33,8 +33,19 @@ __device__ __forceinline__ void flash_trace(int point, bool leader) {
     g_flash_trace[cta * kFlashTracePoints + point] = now;
   }
 }
+// Records 1 + the SM this CTA runs on (kTraceSmId), so that the host can line up the CTAs
+// each SM ran, one after another.
+__device__ __forceinline__ void flash_trace_sm(bool leader) {
+  const unsigned cta = blockIdx.y * gridDim.x + blockIdx.x;
+  if (leader && cta < kFlashTraceCtas) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    g_flash_trace[cta * kFlashTracePoints + kTraceSmId] = uint64_t{sm} + 1u;
+  }
+}
 #else
 __device__ __forceinline__ void flash_trace(int, bool) {}
+__device__ __forceinline__ void flash_trace_sm(bool) {}
 inline void flash_trace_bind() {}
 #endif
 #endif

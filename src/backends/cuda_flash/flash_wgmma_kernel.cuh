@@ -30,11 +30,20 @@
 
 #include "backends/cuda_flash/flash_kernels.h"
 #include "backends/cuda_flash/flash_split_merge.cuh"
+#include "backends/cuda_flash/flash_trace.cuh"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 
 namespace attnkit::cuda {
+
+// Timing ablations (bench/variants/abl*.h; results are wrong, for measuring only): bit 0
+// drops the output write, bit 1 fills Q in shared memory from registers instead of loading
+// it.
+#ifndef ATTNKIT_FLASH_WGMMA_ABLATE
+#define ATTNKIT_FLASH_WGMMA_ABLATE 0
+#endif
+inline constexpr int kWgmmaAblate = ATTNKIT_FLASH_WGMMA_ABLATE;
 
 template <int D_, int BN_, int STAGES_, bool PING_PONG_>
 struct WgmmaFlashConfig {
@@ -244,6 +253,27 @@ struct WgmmaConsumer {
         cap_in(soft_cap ? params.scale / params.soft_cap : 0.0f),
         cap_out(soft_cap ? params.soft_cap / params.scale : 0.0f) {}
 
+  // Timing ablation (bit 1): Q filled from registers, no global load.
+  __device__ __forceinline__ void fill_q_pattern() {
+    using namespace sm90;
+    for (int i = ctid; i < 64 * kChunks; i += 128) {
+      const int r = i / kChunks, c = i % kChunks;
+      uint32_t w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int x = (r * 131 + (c * 8 + 2 * e) * 31) % 61;
+        w[e] = pack2<T>((x - 30) * 0.03f, (x % 7 - 3) * 0.05f);
+      }
+      const uint32_t dst = q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
+                           static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4);
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(w[0]), "r"(w[1]),
+                   "r"(w[2]), "r"(w[3])
+                   : "memory");
+    }
+    fence_proxy_async();
+    named_barrier_sync(2 + wg, 128);
+  }
+
   // Q (rows past row_end zero-filled), swizzled like the K/V slabs.
   __device__ __forceinline__ void load_q() {
     using namespace sm90;
@@ -307,6 +337,7 @@ struct WgmmaConsumer {
     }
     if (num_tiles > 0) {
       mbarrier_wait(smem.full_k + 0, 0);
+      flash_trace(kTraceFirstTile, threadIdx.x == 128);
       fence_proxy_async();
       begin_turn();
       wgmma_fence();
@@ -546,6 +577,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const WgmmaSmem<C> smem(smem_raw);
+  flash_trace(kTraceStart, threadIdx.x == 0);
+  flash_trace_sm(threadIdx.x == 0);
   let_next_grid_start();  // see flash_attention_kernel
   const CudaWorkItem item = items[blockIdx.x];
   const int kv_head = blockIdx.y;
@@ -554,6 +587,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   // A programmatic dependent launch (kernel_launch.cuh): only the work item is read above;
   // Q, the cache, the partials and the output wait for the previous grid to finish.
   wait_for_previous_grid();
+  flash_trace(kTraceWaited, threadIdx.x == 0);
 
   if (threadIdx.x < 128) {
     sm90::setmaxnreg_dec<C::kProducerRegs>();
@@ -561,17 +595,24 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   } else {
     sm90::setmaxnreg_inc<C::kConsumerRegs>();
     WgmmaConsumer<T, C> consumer(p, item, kv_head, smem);
-    consumer.load_q();
+    if constexpr ((kWgmmaAblate & 2) != 0) {
+      consumer.fill_q_pattern();
+    } else {
+      consumer.load_q();
+    }
+    flash_trace(kTraceQLoaded, threadIdx.x == 128);
     consumer.attend();
+    flash_trace(kTraceLoopDone, threadIdx.x == 128);
     if (item.num_splits > 1) {
       consumer.write_partial(partial_o, partial_lse);
       const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
                                       p.o_head_stride, p.num_heads, p.num_kv_heads};
       split_kv_merge_if_last<T, C>(merge_args, items + blockIdx.x, kv_head, partial_o, partial_lse,
                                    split_counters, smem.data);
-    } else {
+    } else if constexpr ((kWgmmaAblate & 1) == 0) {
       consumer.write_output();
     }
+    flash_trace(kTraceResultWritten, threadIdx.x == 128);
   }
 #else
   (void)p;
