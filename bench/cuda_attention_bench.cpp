@@ -126,7 +126,7 @@ void print_trace_phases(const std::vector<uint64_t>& marks, uint64_t first) {
     for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
       const uint64_t* row = row_of(cta);
       const uint64_t a = row[order[i]], b = row[order[i + 1]];
-      if (row[kTraceStart] < first || a == 0 || b == 0 || b < a) continue;
+      if (row[kTraceStart] == 0 || a == 0 || b == 0 || b < a) continue;
       us.push_back(static_cast<double>(b - a) * 1e-3);
     }
     summary(phase[i], std::move(us));
@@ -135,7 +135,7 @@ void print_trace_phases(const std::vector<uint64_t>& marks, uint64_t first) {
   std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> per_sm;
   for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
     const uint64_t* row = row_of(cta);
-    if (row[kTraceSmId] == 0 || row[kTraceStart] < first) continue;
+    if (row[kTraceSmId] == 0 || row[kTraceStart] == 0) continue;
     uint64_t last = row[kTraceStart];
     for (int point = 0; point < kFlashTracePoints; ++point) {
       if (point != kTraceSmId) last = std::max(last, row[point]);
@@ -196,7 +196,7 @@ void print_trace(F&& forward) {
       const uint64_t* row = marks.data() + static_cast<size_t>(cta) * kFlashTracePoints;
       const uint64_t t = row[point];
       if (t == 0 || row[kTraceStart] == 0 || t < first) continue;
-      if (point > kTraceCounted && t < row[kTraceCounted]) {
+      if (point >= kTraceMergeIssued && point <= kTraceMerged && t < row[kTraceCounted]) {
         continue;
       }
       us.push_back(static_cast<double>(t - first) * 1e-3);

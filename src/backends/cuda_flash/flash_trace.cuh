@@ -25,22 +25,27 @@ void flash_trace_bind() {
   if (!bound) throw Error(ErrorCode::kInternal, "flash trace: cudaMemcpyToSymbol failed");
 }
 }  // namespace
-__device__ __forceinline__ void flash_trace(int point, bool leader) {
+// This CTA's slot for `point` in the buffer, or null when `leader` is false or the CTA is
+// past the buffer's kFlashTraceCtas.
+__device__ __forceinline__ uint64_t* flash_trace_slot(int point, bool leader) {
   const unsigned cta = blockIdx.y * gridDim.x + blockIdx.x;
-  if (leader && cta < kFlashTraceCtas) {
+  return leader && cta < kFlashTraceCtas ? g_flash_trace + cta * kFlashTracePoints + point
+                                         : nullptr;
+}
+__device__ __forceinline__ void flash_trace(int point, bool leader) {
+  if (uint64_t* slot = flash_trace_slot(point, leader)) {
     uint64_t now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    g_flash_trace[cta * kFlashTracePoints + point] = now;
+    *slot = now;
   }
 }
 // Records 1 + the SM this CTA runs on (kTraceSmId), so that the host can line up the CTAs
 // each SM ran, one after another.
 __device__ __forceinline__ void flash_trace_sm(bool leader) {
-  const unsigned cta = blockIdx.y * gridDim.x + blockIdx.x;
-  if (leader && cta < kFlashTraceCtas) {
+  if (uint64_t* slot = flash_trace_slot(kTraceSmId, leader)) {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    g_flash_trace[cta * kFlashTracePoints + kTraceSmId] = uint64_t{sm} + 1u;
+    *slot = uint64_t{sm} + 1u;
   }
 }
 #else
