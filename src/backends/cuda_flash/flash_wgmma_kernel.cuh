@@ -39,7 +39,10 @@ namespace attnkit::cuda {
 
 // Timing ablations (bench/variants/abl*.h; results are wrong, for measuring only): bit 0
 // drops the output write, bit 1 fills Q in shared memory from registers instead of loading
-// it.
+// it, bit 2 has the producer issue no cp.async K/V copies (the block lookups and address
+// arithmetic that only feed them go too; it still waits and arrives on the barriers, and
+// the stages keep whatever an earlier CTA left there), bit 3 has the consumers skip the
+// softmax (P is the raw S, O is never rescaled).
 #ifndef ATTNKIT_FLASH_WGMMA_ABLATE
 #define ATTNKIT_FLASH_WGMMA_ABLATE 0
 #endif
@@ -185,9 +188,11 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
         const int64_t off = valid ? key_row[pass] * row_stride + key_slot[pass] * token_stride : 0;
         const int bytes = valid ? 16 : 0;
         const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
+        if constexpr ((kWgmmaAblate & 4) == 0) {
 #pragma unroll
-        for (int j = 0; j < kSlabs; ++j) {
-          cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
+          for (int j = 0; j < kSlabs; ++j) {
+            cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
+          }
         }
       }
       cp_async_arrive_noinc((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
@@ -434,6 +439,10 @@ struct WgmmaConsumer {
 
   // Scores of one tile -> probabilities (fp32, in place in s) and alpha.
   __device__ __forceinline__ void softmax_tile(int tile, const TileMaskBounds& bounds) {
+    if constexpr ((kWgmmaAblate & 8) != 0) {
+      alpha[0] = alpha[1] = 1.0f;
+      return;
+    }
     if (soft_cap) {
 #pragma unroll
       for (int i = 0; i < BN / 2; ++i) s[i] = cap_out * fast_tanh(s[i] * cap_in);
