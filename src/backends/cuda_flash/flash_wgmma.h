@@ -16,6 +16,13 @@ inline constexpr int kFlashWgmmaRows = 128;
 // is not "0" (which keeps the sm_80 tensor-core kernels, for comparisons). Asked once.
 bool flash_wgmma_enabled();
 
+// Keys per copy-engine (TMA) load of the Hopper prefill kernel's whole K/V tiles for a
+// step with these params (the block size, or the tile when blocks are larger), or 0 when
+// every tile goes by cp.async (head sizes whose configuration does not use the copy
+// engine, contiguous caches, block sizes not a multiple of 8 or not dividing into or out of
+// the tile, strides or addresses the copy engine cannot take).
+int flash_wgmma_tma_box_rows(const PagedAttentionParams& p);
+
 // Runs `count` large-row items (fp16/bf16, head size 64, 128 or 256); a programmatic
 // dependent launch on the device (kernel_launch.cuh).
 void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,

@@ -6,12 +6,14 @@
 // (token, query head of the GQA group) against the keys [kv_begin, kv_end), in tiles of BN
 // keys. Three warpgroups:
 //   producer (warps 0-3, registers lowered to kProducerRegs): copies K/V tiles from the
-//     cache into a STAGES-deep ring in shared memory with cp.async (one block-table lookup
-//     per key; out-of-range keys zero-filled). Per stage, K and V each have a "full"
-//     mbarrier (every producer thread arrives when its copies land) and an "empty" one
-//     (every consumer warp arrives when it no longer reads them); the producer waits on
-//     "empty" before reusing a stage, so K of the next tiles streams in while V of the
-//     current one is still in use.
+//     cache into a STAGES-deep ring in shared memory: with C::kCopyEngine (head size 64)
+//     whole tiles of a paged cache by the copy engine (TMA, one load per block and
+//     64-column slab, WgmmaKvMaps), the rest with cp.async (one block-table lookup per
+//     key; out-of-range keys zero-filled). Per stage, K and V each have a "full" mbarrier
+//     (every producer thread arrives, and the copy engine's bytes or the thread's cp.async
+//     copies land) and an "empty" one (every consumer warp arrives when it no longer reads
+//     them); the producer waits on "empty" before reusing a stage, so K of the next tiles
+//     streams in while V of the current one is still in use.
 //   two consumers (warps 4-7 and 8-11, registers raised to kConsumerRegs): 64 rows each,
 //     Q in shared memory. Per tile t: S_t = Q K_t^T (wgmma, both operands from shared
 //     memory) and O += P_{t-1} V_{t-1} (wgmma, P from registers, V MN-major from shared
@@ -27,6 +29,8 @@
 // Shared memory (1024-byte aligned, every tile 128-byte swizzled, wgmma_primitives.cuh):
 //   Q [2 consumers][D/64 slabs][64 rows][64] | stage s: K [D/64][BN][64], V [D/64][BN][64]
 //   | full_k, full_v, empty_k, empty_v mbarriers [STAGES] each
+
+#include <cuda.h>
 
 #include "backends/cuda_flash/flash_kernels.h"
 #include "backends/cuda_flash/flash_split_merge.cuh"
@@ -48,7 +52,7 @@ namespace attnkit::cuda {
 #endif
 inline constexpr int kWgmmaAblate = ATTNKIT_FLASH_WGMMA_ABLATE;
 
-template <int D_, int BN_, int STAGES_, bool PING_PONG_>
+template <int D_, int BN_, int STAGES_, bool PING_PONG_, bool COPY_ENGINE_ = false>
 struct WgmmaFlashConfig {
   static constexpr int D = D_;
   static constexpr int BN = BN_;
@@ -56,6 +60,9 @@ struct WgmmaFlashConfig {
   // The two consumers take turns issuing their matrix products (FlashAttention-3's
   // warp-scheduler barriers): one's products run while the other computes its softmax.
   static constexpr bool kPingPong = PING_PONG_;
+  // Whole K/V tiles of paged caches by the copy engine (WgmmaKvMaps), the rest by
+  // cp.async; false: every tile by cp.async.
+  static constexpr bool kCopyEngine = COPY_ENGINE_;
   static constexpr int kConsumers = 2;  // consumer warpgroups of 64 rows
   static constexpr int kRows = 64 * kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -116,13 +123,76 @@ struct WgmmaSmem {
   }
 };
 
-// The producer warpgroup: every K/V tile of the item into the ring of stages. 8 threads
-// per key (16 keys per pass): thread `sub` copies 16-byte chunk `sub` of every 64-column
-// slab of its key's K and V rows, so one warp instruction reads four whole 128-byte lines.
+// The K and V caches as tensor maps for the copy engine (TMA, cuTensorMapEncodeTiled on the
+// host): four dimensions, innermost first: the head dimension (boxes of 64 elements = 128
+// bytes, 128-byte swizzle: the layout the wgmma descriptors read), then the slot in the
+// block and the KV head in the order of their strides (HND: slot first; NHD: head first),
+// then the block. A box is box_rows keys: the block size, or BN when blocks are larger.
+// box_rows == 0: no maps (contiguous caches, or strides, alignment or block sizes the copy
+// engine cannot take), every tile by cp.async.
+struct WgmmaKvMaps {
+  CUtensorMap k, v;
+  int box_rows;
+  int slot_dim;  // 1 or 2: the map dimension of the slot (the KV head's is 3 - slot_dim)
+};
+
+// One whole tile of a paged cache (C::kCopyEngine), keys [kb, kb + BN), into `stage`: lane
+// b < BN / box_rows of warp 0 looks up box b's block and issues its loads, one per
+// 64-column slab; lane 0 first announces the tile's bytes on the stage's "full" barrier,
+// and every other producer thread makes a plain arrival, so that the barrier counts 128
+// arrivals as for a tile copied by cp.async. Every thread first waits until the stage is
+// free (`reuse`: not the stage's first use).
+template <typename C>
+__device__ __forceinline__ void produce_tile_by_copy_engine(
+    const int32_t* block_row, int block_size, int box_rows, int kb, int kv_head, int stage,
+    uint32_t reuse_parity, bool reuse, const WgmmaSmem<C>& smem, const WgmmaKvMaps& maps) {
+  using namespace sm90;
+  const int tid = threadIdx.x;
+  const int boxes = C::BN / box_rows;
+  // Box tid's block and first slot (0 unless blocks are larger than a tile).
+  int box_block = 0, box_slot = 0;
+  if (tid < boxes) {
+    const int key = kb + tid * box_rows;
+    const int logical = key / block_size;
+    box_block = block_row[logical];
+    box_slot = key - logical * block_size;
+  }
+  const uint32_t stage_base =
+      smem.base + C::kKvOffset + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+#pragma unroll
+  for (int part = 0; part < 2; ++part) {
+    const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
+    const uint32_t full = (part == 0 ? smem.full_k : smem.full_v) + 8u * stage;
+    if (reuse) mbarrier_wait(empty, reuse_parity);
+    if (tid == 0) mbarrier_arrive_expect_tx(full, C::kTileBytes);
+    if (tid < 32) __syncwarp();
+    if (tid < boxes) {
+      const void* map = part == 0 ? static_cast<const void*>(&maps.k) : &maps.v;
+      const int c1 = maps.slot_dim == 1 ? box_slot : kv_head;
+      const int c2 = maps.slot_dim == 1 ? kv_head : box_slot;
+      const uint32_t dst =
+          stage_base + part * C::kTileBytes + static_cast<uint32_t>(tid * box_rows) * 128u;
+#pragma unroll
+      for (int j = 0; j < C::kSlabs; ++j) {
+        tma_load_4d(dst + j * C::kSlabBytes, map, j * 64, c1, c2, box_block, full);
+      }
+    }
+    if (tid != 0) mbarrier_arrive(full);
+  }
+}
+
+// The producer warpgroup: every K/V tile of the item into the ring of stages. With
+// C::kCopyEngine, whole tiles of a paged cache whose first key starts a box go by the copy
+// engine (produce_tile_by_copy_engine). The others (the last, partial tile; contiguous
+// caches; no maps; every tile without C::kCopyEngine) by cp.async: 8 threads per key (16
+// keys per pass), thread `sub` copies 16-byte chunk `sub` of every 64-column slab of its
+// key's K and V rows, so one warp instruction reads four whole 128-byte lines; keys past
+// kv_end are zero-filled.
 template <typename T, typename C>
 __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
                                                  const CudaWorkItem& item, int kv_head,
-                                                 const WgmmaSmem<C>& smem) {
+                                                 const WgmmaSmem<C>& smem,
+                                                 const WgmmaKvMaps& maps) {
   using namespace sm90;
   constexpr int BN = C::BN, STAGES = C::STAGES, kSlabs = C::kSlabs;
   const int tid = threadIdx.x;
@@ -146,10 +216,27 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
   const int block_size = block_row != nullptr ? p.block_size : 1 << 30;
   int walk_block = first_key / block_size;
   int walk_slot = first_key - walk_block * block_size;
+  // The copy engine's tiles leave the walk behind; it is set again at the next cp.async
+  // tile.
+  const int box_rows = C::kCopyEngine && block_row != nullptr ? maps.box_rows : 0;
+  bool walk_stale = false;
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = tile % STAGES;
     const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
     const int kb = kv_begin + tile * BN;
+    if constexpr (C::kCopyEngine) {
+      if (box_rows > 0 && kb + BN <= kv_end && kb % box_rows == 0) {
+        produce_tile_by_copy_engine<C>(block_row, block_size, box_rows, kb, kv_head, stage,
+                                       reuse_parity, tile >= STAGES, smem, maps);
+        walk_stale = true;
+        continue;
+      }
+      if (walk_stale) {
+        walk_block = (kb + key_in_pass) / block_size;
+        walk_slot = kb + key_in_pass - walk_block * block_size;
+        walk_stale = false;
+      }
+    }
     const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
     // Where this thread's key of each pass lives: (row, slot) with the element offset
     // row * row_stride + slot * token_stride; row -1 for keys past kv_end. Contiguous
@@ -582,7 +669,8 @@ struct WgmmaConsumer {
 template <typename T, typename C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_wgmma_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
-                       float* partial_lse, unsigned* split_counters) {
+                       float* partial_lse, unsigned* split_counters,
+                       const __grid_constant__ WgmmaKvMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const WgmmaSmem<C> smem(smem_raw);
@@ -600,7 +688,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (threadIdx.x < 128) {
     sm90::setmaxnreg_dec<C::kProducerRegs>();
-    produce_kv_tiles<T, C>(p, item, kv_head, smem);
+    produce_kv_tiles<T, C>(p, item, kv_head, smem, maps);
   } else {
     sm90::setmaxnreg_inc<C::kConsumerRegs>();
     WgmmaConsumer<T, C> consumer(p, item, kv_head, smem);
@@ -629,6 +717,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   (void)partial_o;
   (void)partial_lse;
   (void)split_counters;
+  (void)maps;
 #endif
 }
 

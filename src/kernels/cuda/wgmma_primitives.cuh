@@ -1,7 +1,7 @@
 #pragma once
 // Hopper (sm_90a) primitives of CUDA_FLASH's warp-specialised prefill kernel
-// (flash_wgmma_kernel.cuh): mbarriers, the async-proxy fence, register reallocation and
-// warpgroup matrix multiplies (wgmma) with fp32 accumulators.
+// (flash_wgmma_kernel.cuh): mbarriers, tensor-map copies (TMA), the async-proxy fence,
+// register reallocation and warpgroup matrix multiplies (wgmma) with fp32 accumulators.
 //
 // wgmma m64nNk16 (one warpgroup = 4 warps, warp w owning rows 16w..16w+15; g = lane / 4,
 // t = lane % 4), the same per-warp fragments as mma.sync m16n8k16:
@@ -64,6 +64,24 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 // copies have landed (the barrier's count includes it: .noinc).
 __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// One arrival on the barrier that also expects `bytes` more bytes of asynchronous copies
+// (tma_load_4d) before its phase completes.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// A box of a 4-dimensional tensor map (cuTensorMapEncodeTiled; `map` the generic address of
+// a __grid_constant__ kernel parameter) at coordinates c0..c3 (innermost first) into shared
+// memory at `dst`, by the copy engine through the async proxy; its bytes count against the
+// transaction count of barrier `bar`, whose phase completes when they have landed.
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, int c0, int c1, int c2,
+                                            int c3, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
 }
 // Orders this thread's generic-proxy shared-memory accesses (ordinary stores, cp.async)
 // with the async proxy that wgmma reads through.

@@ -167,6 +167,37 @@ std::vector<NamedCase> all_cases() {
   group3.num_kv_heads = 4;
   group3.requests = {{300, 300}, {200, 700}, {1, 40}};
   add("FlashPrefillGqaGroup3RowsAcrossTiles", group3);
+  // At head size 64 the Hopper prefill kernel loads whole K/V tiles of a paged cache with
+  // the copy engine (one load per block, or per tile when blocks are larger) and the last,
+  // partial tile of each item with cp.async, which zero-fills the keys past its end (the
+  // slots there are poisoned): block sizes below, equal to and above the 128-key tile, both
+  // layouts; blocks of 48 keys divide no tile, so every tile goes by cp.async. Head sizes
+  // 128 and 256 with blocks of 8, 48 and 256 on cp.async. Other GPUs run them on the sm_80
+  // kernels.
+  struct CopyEngineCase {
+    const char* name;
+    int head_size;
+    int block_size;
+    KvLayout layout;
+    DType dtype;
+  };
+  for (const CopyEngineCase& t :
+       {CopyEngineCase{"Block8NhdD64", 64, 8, KvLayout::kNHD, DType::kBFloat16},
+        CopyEngineCase{"Block64HndD64", 64, 64, KvLayout::kHND, DType::kFloat16},
+        CopyEngineCase{"Block128NhdD64", 64, 128, KvLayout::kNHD, DType::kFloat16},
+        CopyEngineCase{"Block256HndD64", 64, 256, KvLayout::kHND, DType::kBFloat16},
+        CopyEngineCase{"Block48NhdD64", 64, 48, KvLayout::kNHD, DType::kBFloat16},
+        CopyEngineCase{"Block8NhdD128", 128, 8, KvLayout::kNHD, DType::kBFloat16},
+        CopyEngineCase{"Block256HndD128", 128, 256, KvLayout::kHND, DType::kBFloat16},
+        CopyEngineCase{"Block48NhdD256", 256, 48, KvLayout::kNHD, DType::kFloat16}}) {
+    GpuCase c = long_prefill;
+    c.head_size = t.head_size;
+    c.block_size = t.block_size;
+    c.layout = t.layout;
+    c.dtype = t.dtype;
+    c.requests = {{700, 700}, {300, 1000}, {1, 33}};
+    add(std::string("FlashPrefillCopyEngine") + t.name, c);
+  }
   // fp8 caches with scales (CUDA_FLASH converts each landed tile to the compute dtype,
   // CUDA_PAGED each element it reads) and, CUDA_PAGED only, a 16-bit cache of the other
   // dtype.

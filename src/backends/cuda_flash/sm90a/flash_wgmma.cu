@@ -1,5 +1,9 @@
 // CUDA_FLASH's Hopper prefill kernels (flash_wgmma_kernel.cuh). This file alone is
 // compiled for sm_90a (wgmma and setmaxnreg exist only there), see src/CMakeLists.txt.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -14,11 +18,13 @@ namespace attnkit::cuda {
 namespace {
 
 // Tiles per head size; shared memory from the configuration, no spills (`nvcc -Xptxas -v`,
-// sm_90a). ATTNKIT_FLASH_WGMMA_D{64,128,256} (template arguments, e.g. through a
-// pre-included header) replace one in the alternative builds bench/cuda_device_run.sh
-// measures.
+// sm_90a). Head size 64 loads whole K/V tiles of paged caches with the copy engine (run 69
+// in bench/results/cuda.md: x0.90 of the time at (2,8192) 32/32; at 128 and 256 it was
+// x1.04 and x1.17, so they keep cp.async). ATTNKIT_FLASH_WGMMA_D{64,128,256} (template arguments,
+// e.g. through a pre-included header) replace one in the alternative builds
+// bench/cuda_device_run.sh measures.
 #ifndef ATTNKIT_FLASH_WGMMA_D64
-#define ATTNKIT_FLASH_WGMMA_D64 64, 128, 4, true
+#define ATTNKIT_FLASH_WGMMA_D64 64, 128, 4, true, true
 #endif
 #ifndef ATTNKIT_FLASH_WGMMA_D128
 #define ATTNKIT_FLASH_WGMMA_D128 128, 128, 3, true
@@ -41,6 +47,88 @@ struct WgmmaTiles<256> {  // 193 KiB shared
   using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D256>;
 };
 
+// 0 keeps every tile on cp.async at every head size (for comparisons, through a
+// pre-included header); otherwise the configurations with kCopyEngine use the copy engine.
+#ifndef ATTNKIT_FLASH_WGMMA_TMA
+#define ATTNKIT_FLASH_WGMMA_TMA 1
+#endif
+
+// cuTensorMapEncodeTiled, looked up once through the runtime (no link against the driver
+// library); nullptr when the driver has none.
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  return encode;
+}
+
+// One 16-bit cache as a WgmmaKvMaps tensor map: dimensions (head dimension, slot and KV head
+// in the order slot_dim gives, block), boxes of 64 x box_rows elements. The block dimension
+// is given its largest extent: the kernel loads only boxes of keys below kv_end, whose
+// blocks the block table names. False when the copy engine cannot take the layout.
+bool encode_cache_map(CUtensorMap* map, const void* base, int64_t block_stride,
+                      int64_t token_stride, int64_t head_stride, int block_size, int num_kv_heads,
+                      int head_size, int box_rows, int slot_dim) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0) return false;
+  const int64_t strides[3] = {slot_dim == 1 ? token_stride : head_stride,
+                              slot_dim == 1 ? head_stride : token_stride, block_stride};
+  cuuint64_t global_strides[3];
+  for (int i = 0; i < 3; ++i) {
+    const int64_t bytes = strides[i] * 2;
+    if (bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t{1} << 40)) return false;
+    global_strides[i] = static_cast<cuuint64_t>(bytes);
+  }
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_size),
+                              static_cast<cuuint64_t>(slot_dim == 1 ? block_size : num_kv_heads),
+                              static_cast<cuuint64_t>(slot_dim == 1 ? num_kv_heads : block_size),
+                              static_cast<cuuint64_t>(INT32_MAX)};
+  const cuuint32_t box[4] = {64, static_cast<cuuint32_t>(slot_dim == 1 ? box_rows : 1),
+                             static_cast<cuuint32_t>(slot_dim == 1 ? 1 : box_rows), 1};
+  const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base), dims,
+                global_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The step's K/V tensor maps for configuration C; box_rows 0 when the copy engine is not
+// used (a configuration without it, contiguous caches, block sizes that are not a multiple
+// of 8 or do not divide into or out of the key tile, strides or addresses it cannot take).
+template <typename C>
+WgmmaKvMaps make_kv_maps(const PagedAttentionParams& p) {
+  WgmmaKvMaps maps{};
+  maps.box_rows = 0;
+  maps.slot_dim = 1;
+  const int bs = p.block_size, bn = C::BN;
+  if (!C::kCopyEngine || ATTNKIT_FLASH_WGMMA_TMA == 0 || p.block_table == nullptr || bs <= 0 ||
+      bs % 8 != 0 || (bs <= bn ? bn % bs != 0 : bs % bn != 0)) {
+    return maps;
+  }
+  const int box_rows = bs < bn ? bs : bn;
+  // The slot before the head when its stride is the smaller (HND), after it otherwise (NHD).
+  const int slot_dim = p.k_token_stride <= p.k_head_stride ? 1 : 2;
+  const int v_slot_dim = p.v_token_stride <= p.v_head_stride ? 1 : 2;
+  if (v_slot_dim != slot_dim) return maps;
+  if (!encode_cache_map(&maps.k, p.k_cache, p.k_block_stride, p.k_token_stride, p.k_head_stride, bs,
+                        p.num_kv_heads, p.head_size, box_rows, slot_dim) ||
+      !encode_cache_map(&maps.v, p.v_cache, p.v_block_stride, p.v_token_stride, p.v_head_stride, bs,
+                        p.num_kv_heads, p.head_size_v, box_rows, slot_dim)) {
+    return maps;
+  }
+  maps.box_rows = box_rows;
+  maps.slot_dim = slot_dim;
+  return maps;
+}
+
 template <int D, typename T>
 void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                   const DevicePlan& plan) {
@@ -51,7 +139,8 @@ void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int 
   flash_trace_bind();      // the split merge's marks; nothing unless built with ATTNKIT_FLASH_TRACE
   launch_kernel_ex(flash_wgmma_kernel<T, C>, dim3(count, p.num_kv_heads), dim3(C::kThreads),
                    C::kSmemBytes, static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p,
-                   items, plan.partial_o, plan.partial_lse, plan.split_counters);
+                   items, plan.partial_o, plan.partial_lse, plan.split_counters,
+                   make_kv_maps<C>(p));
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_wgmma_kernel);
 }
 
@@ -87,6 +176,24 @@ bool flash_wgmma_enabled() {
     return true;
   }();
   return enabled;
+}
+
+int flash_wgmma_tma_box_rows(const PagedAttentionParams& p) {
+  // The encoder needs the device's context current on this thread, which a launch has by
+  // then and a bare query may not.
+  int device = 0;
+  ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
+  ATTNKIT_CUDA_CHECK(cudaSetDevice(device));
+  switch (p.head_size) {
+    case 64:
+      return make_kv_maps<WgmmaTiles<64>::type>(p).box_rows;
+    case 128:
+      return make_kv_maps<WgmmaTiles<128>::type>(p).box_rows;
+    case 256:
+      return make_kv_maps<WgmmaTiles<256>::type>(p).box_rows;
+    default:
+      return 0;
+  }
 }
 
 void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
