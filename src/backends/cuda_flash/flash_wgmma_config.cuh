@@ -1,0 +1,92 @@
+#pragma once
+// The Hopper prefill kernel's (flash_wgmma_kernel.cuh) compile-time configuration, its
+// timing-ablation switch and its shared-memory window with the stage barriers.
+
+#include "kernels/cuda/mma_primitives.cuh"
+#include "kernels/cuda/wgmma_primitives.cuh"
+
+namespace attnkit::cuda {
+
+// Timing ablations (bench/variants/abl*.h; results are wrong, for measuring only): bit 0
+// drops the output write, bit 1 fills Q in shared memory from registers instead of loading
+// it, bit 2 has the producer issue no cp.async K/V copies (the block lookups and address
+// arithmetic that only feed them go too; it still waits and arrives on the barriers, and
+// the stages keep whatever an earlier CTA left there), bit 3 has the consumers skip the
+// softmax (P is the raw S, O is never rescaled).
+#ifndef ATTNKIT_FLASH_WGMMA_ABLATE
+#define ATTNKIT_FLASH_WGMMA_ABLATE 0
+#endif
+inline constexpr int kWgmmaAblate = ATTNKIT_FLASH_WGMMA_ABLATE;
+
+template <int D_, int BN_, int STAGES_, bool PING_PONG_, bool COPY_ENGINE_ = false>
+struct WgmmaFlashConfig {
+  static constexpr int D = D_;
+  static constexpr int BN = BN_;
+  static constexpr int STAGES = STAGES_;
+  // The two consumers take turns issuing their matrix products (FlashAttention-3's
+  // warp-scheduler barriers): one's products run while the other computes its softmax.
+  static constexpr bool kPingPong = PING_PONG_;
+  // Whole K/V tiles of paged caches by the copy engine (WgmmaKvMaps), the rest by
+  // cp.async; false: every tile by cp.async.
+  static constexpr bool kCopyEngine = COPY_ENGINE_;
+  static constexpr int kConsumers = 2;  // consumer warpgroups of 64 rows
+  static constexpr int kRows = 64 * kConsumers;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static constexpr int kSlabs = D / 64;  // 128-byte swizzle slabs per row
+  static constexpr uint32_t kQSlabBytes = 64u * 128u;
+  static constexpr uint32_t kQBytes = kSlabs * kQSlabBytes;  // one consumer's Q
+  static constexpr uint32_t kSlabBytes = BN * 128u;          // one slab of K or V
+  static constexpr uint32_t kTileBytes = kSlabs * kSlabBytes;
+  static constexpr uint32_t kKvOffset = kConsumers * kQBytes;
+  static constexpr uint32_t kBarrierOffset = kKvOffset + STAGES * 2u * kTileBytes;
+  // + 1024: the dynamic window is aligned up to 1024 bytes inside the kernel.
+  static constexpr size_t kSmemBytes = 1024u + kBarrierOffset + 32u * STAGES;
+  // Shared memory the split merge may use from the aligned base (below the barriers).
+  static constexpr size_t kMergeSmemBytes = kBarrierOffset;
+  // Registers per thread after setmaxnreg: 128 * (producer + 2 * consumer) <= 64 Ki.
+  static constexpr int kProducerRegs = 72;
+  static constexpr int kConsumerRegs = 216;
+  // The split-KV merge runs on the consumer threads only (the producer has left).
+  static constexpr int kMergeThreads = 128 * kConsumers;
+  static constexpr int kMergeThreadBase = 128;
+  __device__ static void merge_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kMergeThreads)); }
+  static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256 && STAGES >= 2, "tile shape");
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
+};
+
+// The steps of flash_wgmma_kernel, in the order it runs them. Each is inlined into the
+// kernel: every size is a compile-time constant of C and the register arrays (S, O, P) are
+// members of the consumer's state, which lives in registers.
+
+// The dynamic shared-memory window, aligned up to 1024 bytes, and its mbarriers: per stage
+// s (at + 8 s) K landed and V landed (producer arrivals), K free and V free (consumer
+// warps' arrivals).
+template <typename C>
+struct WgmmaSmem {
+  unsigned char* data;  // the aligned window
+  uint32_t base;        // its shared-memory address
+  uint32_t full_k, full_v, empty_k, empty_v;
+
+  __device__ __forceinline__ explicit WgmmaSmem(unsigned char* raw_window) {
+    const uint32_t raw = smem_address(raw_window);
+    base = (raw + 1023u) & ~1023u;
+    data = raw_window + (base - raw);
+    full_k = base + C::kBarrierOffset;
+    full_v = full_k + 8u * C::STAGES;
+    empty_k = full_v + 8u * C::STAGES;
+    empty_v = empty_k + 8u * C::STAGES;
+  }
+
+  __device__ __forceinline__ void init_barriers() const {
+#pragma unroll
+    for (int s = 0; s < C::STAGES; ++s) {
+      sm90::mbarrier_init(full_k + 8u * s, 128);  // producer threads
+      sm90::mbarrier_init(full_v + 8u * s, 128);
+      sm90::mbarrier_init(empty_k + 8u * s, 4 * C::kConsumers);  // consumer warps
+      sm90::mbarrier_init(empty_v + 8u * s, 4 * C::kConsumers);
+    }
+  }
+};
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,179 @@
+#pragma once
+// The Hopper prefill kernel's (flash_wgmma_kernel.cuh) producer warpgroup: the K/V tiles of
+// a work item into the ring of stages, by the copy engine (tensor maps) or by cp.async.
+
+#include <cuda.h>
+
+#include "backends/cuda_flash/flash_kernels.h"
+#include "backends/cuda_flash/flash_wgmma_config.cuh"
+#include "kernels/cuda/mma_primitives.cuh"
+#include "kernels/cuda/wgmma_primitives.cuh"
+
+namespace attnkit::cuda {
+
+// The K and V caches as tensor maps for the copy engine (TMA, cuTensorMapEncodeTiled on the
+// host): four dimensions, innermost first: the head dimension (boxes of 64 elements = 128
+// bytes, 128-byte swizzle: the layout the wgmma descriptors read), then the slot in the
+// block and the KV head in the order of their strides (HND: slot first; NHD: head first),
+// then the block. A box is box_rows keys: the block size, or BN when blocks are larger.
+// box_rows == 0: no maps (contiguous caches, or strides, alignment or block sizes the copy
+// engine cannot take), every tile by cp.async.
+struct WgmmaKvMaps {
+  CUtensorMap k, v;
+  int box_rows;
+  int slot_dim;  // 1 or 2: the map dimension of the slot (the KV head's is 3 - slot_dim)
+};
+
+// One whole tile of a paged cache (C::kCopyEngine), keys [kb, kb + BN), into `stage`: lane
+// b < BN / box_rows of warp 0 looks up box b's block and issues its loads, one per
+// 64-column slab; lane 0 first announces the tile's bytes on the stage's "full" barrier,
+// and every other producer thread makes a plain arrival, so that the barrier counts 128
+// arrivals as for a tile copied by cp.async. Every thread first waits until the stage is
+// free (`reuse`: not the stage's first use).
+template <typename C>
+__device__ __forceinline__ void produce_tile_by_copy_engine(
+    const int32_t* block_row, int block_size, int box_rows, int kb, int kv_head, int stage,
+    uint32_t reuse_parity, bool reuse, const WgmmaSmem<C>& smem, const WgmmaKvMaps& maps) {
+  using namespace sm90;
+  const int tid = threadIdx.x;
+  const int boxes = C::BN / box_rows;
+  // Box tid's block and first slot (0 unless blocks are larger than a tile).
+  int box_block = 0, box_slot = 0;
+  if (tid < boxes) {
+    const int key = kb + tid * box_rows;
+    const int logical = key / block_size;
+    box_block = block_row[logical];
+    box_slot = key - logical * block_size;
+  }
+  const uint32_t stage_base =
+      smem.base + C::kKvOffset + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+#pragma unroll
+  for (int part = 0; part < 2; ++part) {
+    const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
+    const uint32_t full = (part == 0 ? smem.full_k : smem.full_v) + 8u * stage;
+    if (reuse) mbarrier_wait(empty, reuse_parity);
+    if (tid == 0) mbarrier_arrive_expect_tx(full, C::kTileBytes);
+    if (tid < 32) __syncwarp();
+    if (tid < boxes) {
+      const void* map = part == 0 ? static_cast<const void*>(&maps.k) : &maps.v;
+      const int c1 = maps.slot_dim == 1 ? box_slot : kv_head;
+      const int c2 = maps.slot_dim == 1 ? kv_head : box_slot;
+      const uint32_t dst =
+          stage_base + part * C::kTileBytes + static_cast<uint32_t>(tid * box_rows) * 128u;
+#pragma unroll
+      for (int j = 0; j < C::kSlabs; ++j) {
+        tma_load_4d(dst + j * C::kSlabBytes, map, j * 64, c1, c2, box_block, full);
+      }
+    }
+    if (tid != 0) mbarrier_arrive(full);
+  }
+}
+
+// The producer warpgroup: every K/V tile of the item into the ring of stages. With
+// C::kCopyEngine, whole tiles of a paged cache whose first key starts a box go by the copy
+// engine (produce_tile_by_copy_engine). The others (the last, partial tile; contiguous
+// caches; no maps; every tile without C::kCopyEngine) by cp.async: 8 threads per key (16
+// keys per pass), thread `sub` copies 16-byte chunk `sub` of every 64-column slab of its
+// key's K and V rows, so one warp instruction reads four whole 128-byte lines; keys past
+// kv_end are zero-filled.
+template <typename T, typename C>
+__device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
+                                                 const CudaWorkItem& item, int kv_head,
+                                                 const WgmmaSmem<C>& smem,
+                                                 const WgmmaKvMaps& maps) {
+  using namespace sm90;
+  constexpr int BN = C::BN, STAGES = C::STAGES, kSlabs = C::kSlabs;
+  const int tid = threadIdx.x;
+  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
+  const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
+  const int sub = tid & 7, key_in_pass = tid >> 3;
+  const uint32_t dst_key = smem.base + C::kKvOffset + static_cast<uint32_t>(key_in_pass) * 128u +
+                           static_cast<uint32_t>((sub ^ (key_in_pass & 7)) << 4);
+  const T* k_base =
+      static_cast<const T*>(p.k_cache) + static_cast<int64_t>(kv_head) * p.k_head_stride + sub * 8;
+  const T* v_base =
+      static_cast<const T*>(p.v_cache) + static_cast<int64_t>(kv_head) * p.v_head_stride + sub * 8;
+  const int32_t* block_row =
+      p.block_table != nullptr
+          ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
+          : nullptr;
+  const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
+  // Block index and slot of this thread's key of the current pass (paged caches; the
+  // contiguous case ignores them).
+  const int first_key = kv_begin + key_in_pass;
+  const int block_size = block_row != nullptr ? p.block_size : 1 << 30;
+  int walk_block = first_key / block_size;
+  int walk_slot = first_key - walk_block * block_size;
+  // The copy engine's tiles leave the walk behind; it is set again at the next cp.async
+  // tile.
+  const int box_rows = C::kCopyEngine && block_row != nullptr ? maps.box_rows : 0;
+  bool walk_stale = false;
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    const int stage = tile % STAGES;
+    const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
+    const int kb = kv_begin + tile * BN;
+    if constexpr (C::kCopyEngine) {
+      if (box_rows > 0 && kb + BN <= kv_end && kb % box_rows == 0) {
+        produce_tile_by_copy_engine<C>(block_row, block_size, box_rows, kb, kv_head, stage,
+                                       reuse_parity, tile >= STAGES, smem, maps);
+        walk_stale = true;
+        continue;
+      }
+      if (walk_stale) {
+        walk_block = (kb + key_in_pass) / block_size;
+        walk_slot = kb + key_in_pass - walk_block * block_size;
+        walk_stale = false;
+      }
+    }
+    const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+    // Where this thread's key of each pass lives: (row, slot) with the element offset
+    // row * row_stride + slot * token_stride; row -1 for keys past kv_end. Contiguous
+    // caches use the token index as the row (row stride = token stride, slot 0). The
+    // paged position (block index, slot) is stepped 16 keys per pass, no division.
+    int32_t key_row[BN / 16], key_slot[BN / 16];
+#pragma unroll
+    for (int pass = 0; pass < BN / 16; ++pass) {
+      const int kpos = kb + pass * 16 + key_in_pass;
+      key_row[pass] = -1;
+      key_slot[pass] = block_row != nullptr ? walk_slot : 0;
+      if (kpos < kv_end) {
+        key_row[pass] = block_row != nullptr ? block_row[walk_block]
+                                             : static_cast<int32_t>(contiguous_row + kpos);
+      }
+      walk_slot += 16;
+      while (walk_slot >= block_size) {
+        walk_slot -= block_size;
+        ++walk_block;
+      }
+    }
+    // K, then V, each behind its own pair of barriers.
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
+      if (tile >= STAGES) mbarrier_wait(empty, reuse_parity);
+      const T* src_base = part == 0 ? k_base : v_base;
+      const int64_t token_stride = part == 0 ? p.k_token_stride : p.v_token_stride;
+      const int64_t row_stride = block_row == nullptr ? token_stride
+                                 : part == 0          ? p.k_block_stride
+                                                      : p.v_block_stride;
+#pragma unroll
+      for (int pass = 0; pass < BN / 16; ++pass) {
+        // Out-of-range keys zero-fill (src-size 0) from a valid address.
+        const bool valid = key_row[pass] >= 0;
+        const int64_t off = valid ? key_row[pass] * row_stride + key_slot[pass] * token_stride : 0;
+        const int bytes = valid ? 16 : 0;
+        const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
+        if constexpr ((kWgmmaAblate & 4) == 0) {
+#pragma unroll
+          for (int j = 0; j < kSlabs; ++j) {
+            cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
+          }
+        }
+      }
+      cp_async_arrive_noinc((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
+    }
+  }
+  cp_async_wait<0>();
+}
+
+}  // namespace attnkit::cuda
