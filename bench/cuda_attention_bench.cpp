@@ -264,9 +264,9 @@ struct Ceilings {
 };
 
 Result run_shape(const std::string& backend_name, const Shape& s, const Ceilings& ceilings,
-                 std::mt19937& rng, bool trace) {
+                 std::mt19937& rng, bool trace, int bs) {
   const bool decode = s.kind == "decode";
-  const int bs = 16, D = s.head_size, H = s.heads, KVH = s.kv_heads;
+  const int D = s.head_size, H = s.heads, KVH = s.kv_heads;
   const int q_len = decode ? 1 : s.context;
   const int T = s.batch * q_len;
   const int blocks_per_seq = (s.context + bs - 1) / bs;
@@ -419,11 +419,14 @@ int main(int argc, char** argv) {
   CLI::App app{"CUDA_FLASH and CUDA_PAGED on the decode and prefill benchmark shapes"};
   std::string json_path, only;
   bool quick = false, trace = false;
+  int block_size = 16;
   std::vector<std::string> shape_texts, backends;
   app.add_option("--json", json_path, "write the results here");
   app.add_flag("--quick", quick, "the first two decode and prefill shapes only");
   app.add_option("--only", only, "only the shapes whose name contains this text");
   app.add_flag("--trace", trace, "CTA timelines (a build with ATTNKIT_FLASH_TRACE)");
+  app.add_option("--block-size", block_size, "tokens per KV-cache block (default 16)")
+      ->check(CLI::Range(1, 1024));
   app.add_option("--shape", shape_texts, "KIND,B,S,H,KVH,D[,sinks|,fp8|,fp8_e5m2], repeatable");
   app.add_option("--backend", backends, "CUDA_FLASH or CUDA_PAGED, repeatable")
       ->check(CLI::IsMember({"CUDA_FLASH", "CUDA_PAGED"}));
@@ -457,8 +460,8 @@ int main(int argc, char** argv) {
   ceilings.copy_gbs = copy_bandwidth_gbs();
   std::printf(
       "device: %s, %d SMs; read ceiling %.0f GB/s (streaming read-only kernel); "
-      "device-to-device copy %.0f GB/s (read + write)\n",
-      prop.name, prop.multiProcessorCount, ceilings.read_gbs, ceilings.copy_gbs);
+      "device-to-device copy %.0f GB/s (read + write); KV blocks of %d tokens\n",
+      prop.name, prop.multiProcessorCount, ceilings.read_gbs, ceilings.copy_gbs, block_size);
 
   std::vector<Shape> decode = {{"decode", 1, 16384, 32, 8, 128},
                                {"decode", 16, 4096, 32, 8, 128},
@@ -493,7 +496,7 @@ int main(int argc, char** argv) {
       for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
         const bool chosen =
             backends.empty() ? std::strcmp(backend, "CUDA_FLASH") == 0 : wanted(backend);
-        if (chosen) results.push_back(run_shape(backend, s, ceilings, rng, trace));
+        if (chosen) results.push_back(run_shape(backend, s, ceilings, rng, trace, block_size));
       }
     }
     decode.clear();
@@ -502,17 +505,17 @@ int main(int argc, char** argv) {
   for (const char* backend : {"CUDA_FLASH", "CUDA_PAGED"}) {
     for (const Shape& s : decode) {
       if (wanted(backend) && selected(s))
-        results.push_back(run_shape(backend, s, ceilings, rng, trace));
+        results.push_back(run_shape(backend, s, ceilings, rng, trace, block_size));
     }
   }
   for (const Shape& s : prefill) {
     if (wanted("CUDA_FLASH") && selected(s)) {
-      results.push_back(run_shape("CUDA_FLASH", s, ceilings, rng, trace));
+      results.push_back(run_shape("CUDA_FLASH", s, ceilings, rng, trace, block_size));
     }
   }
   // CUDA_PAGED prefill runs on CUDA cores: one shape, to place it.
   if (!prefill.empty() && selected(prefill[0]) && wanted("CUDA_PAGED")) {
-    results.push_back(run_shape("CUDA_PAGED", prefill[0], ceilings, rng, trace));
+    results.push_back(run_shape("CUDA_PAGED", prefill[0], ceilings, rng, trace, block_size));
   }
 
   std::printf("\n%-36s %-11s %10s %9s %7s %9s %10s %7s %9s\n", "shape", "backend", "eager ms",
@@ -530,6 +533,7 @@ int main(int argc, char** argv) {
     doc["device"] = prop.name;
     doc["read_gbs"] = ceilings.read_gbs;
     doc["copy_gbs"] = ceilings.copy_gbs;
+    doc["block_size"] = block_size;
     doc["results"] = nlohmann::ordered_json::array();
     for (const Result& r : results) {
       nlohmann::ordered_json row = {{"kind", r.shape.kind},
