@@ -47,12 +47,6 @@ struct WgmmaTiles<256> {  // 193 KiB shared
   using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D256>;
 };
 
-// 0 keeps every tile on cp.async at every head size (for comparisons, through a
-// pre-included header); otherwise the configurations with kCopyEngine use the copy engine.
-#ifndef ATTNKIT_FLASH_WGMMA_TMA
-#define ATTNKIT_FLASH_WGMMA_TMA 1
-#endif
-
 // cuTensorMapEncodeTiled, looked up once through the runtime (no link against the driver
 // library); nullptr when the driver has none.
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -109,8 +103,8 @@ WgmmaKvMaps make_kv_maps(const PagedAttentionParams& p) {
   maps.box_rows = 0;
   maps.slot_dim = 1;
   const int bs = p.block_size, bn = C::BN;
-  if (!C::kCopyEngine || ATTNKIT_FLASH_WGMMA_TMA == 0 || p.block_table == nullptr || bs <= 0 ||
-      bs % 8 != 0 || (bs <= bn ? bn % bs != 0 : bs % bn != 0)) {
+  if (!C::kCopyEngine || p.block_table == nullptr || bs <= 0 || bs % 8 != 0 ||
+      (bs <= bn ? bn % bs != 0 : bs % bn != 0)) {
     return maps;
   }
   const int box_rows = bs < bn ? bs : bn;
