@@ -69,13 +69,72 @@ __device__ __forceinline__ void produce_tile_by_copy_engine(
   }
 }
 
+// A paged cache read in passes of 16 keys that each lie in one block (blocks of a multiple
+// of 16 keys, the item's first key a multiple of 16), with a block's stride and its slots'
+// offsets below 4 GiB: the producer's whole tiles then need, per pass and cache, one
+// block-table entry and one 32 x 32 -> 64-bit multiply-add, and no per-key test
+// (produce_whole_tile_by_passes).
+struct PassAddressing {
+  const char* k_thread;  // this thread's chunk of its key's K row in block 0, slot 0
+  const char* v_thread;
+  uint32_t k_block_bytes, v_block_bytes;
+  uint32_t k_token_bytes, v_token_bytes;
+};
+
+// One whole tile (keys [kb, kb + BN), all before kv_end) by cp.async in passes of 16 keys
+// (PassAddressing): `block` and `slot` are the block index and slot of key kb, stepped
+// here to those of kb + BN. Copies as produce_kv_tiles' general path (the same threads,
+// chunks and barriers), without its per-key walk, 64-bit products and zero-fill tests:
+// that path's address arithmetic was ~60 instructions per pass and cache at head size 128
+// (sm_90a machine code), a third of the producer's instructions.
+template <typename C>
+__device__ __forceinline__ void produce_whole_tile_by_passes(
+    const int32_t* block_row, int block_size, int& block, int& slot, uint32_t stage_dst, int stage,
+    bool reuse, uint32_t reuse_parity, const PassAddressing& a, const WgmmaSmem<C>& smem) {
+  using namespace sm90;
+  constexpr int kPasses = C::BN / 16;
+  uint32_t row[kPasses];
+  int pass_slot[kPasses];
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    row[pass] = static_cast<uint32_t>(block_row[block]);
+    pass_slot[pass] = slot;
+    slot += 16;
+    if (slot == block_size) {
+      slot = 0;
+      ++block;
+    }
+  }
+#pragma unroll
+  for (int part = 0; part < 2; ++part) {
+    const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
+    if (reuse) mbarrier_wait(empty, reuse_parity);
+    const char* base = part == 0 ? a.k_thread : a.v_thread;
+    const uint32_t block_bytes = part == 0 ? a.k_block_bytes : a.v_block_bytes;
+    const uint32_t token_bytes = part == 0 ? a.k_token_bytes : a.v_token_bytes;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const uint64_t offset = static_cast<uint64_t>(row[pass]) * block_bytes +
+                              static_cast<uint32_t>(pass_slot[pass]) * token_bytes;
+      const char* src = base + offset;
+      const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
+      if constexpr ((kWgmmaAblate & 4) == 0) {
+#pragma unroll
+        for (int j = 0; j < C::kSlabs; ++j) cp_async_16(dst + j * C::kSlabBytes, src + j * 128, 16);
+      }
+    }
+    cp_async_arrive_noinc((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
+  }
+}
+
 // The producer warpgroup: every K/V tile of the item into the ring of stages. With
 // C::kCopyEngine, whole tiles of a paged cache whose first key starts a box go by the copy
-// engine (produce_tile_by_copy_engine). The others (the last, partial tile; contiguous
-// caches; no maps; every tile without C::kCopyEngine) by cp.async: 8 threads per key (16
-// keys per pass), thread `sub` copies 16-byte chunk `sub` of every 64-column slab of its
-// key's K and V rows, so one warp instruction reads four whole 128-byte lines; keys past
-// kv_end are zero-filled.
+// engine (produce_tile_by_copy_engine). The others by cp.async: 8 threads per key (16 keys
+// per pass), thread `sub` copies 16-byte chunk `sub` of every 64-column slab of its key's K
+// and V rows, so one warp instruction reads four whole 128-byte lines. Whole tiles of
+// paged caches that PassAddressing can describe go by produce_whole_tile_by_passes; the
+// rest (the last, partial tile; contiguous caches; other block sizes) by the general path
+// below, which walks each key's block and slot and zero-fills keys past kv_end.
 template <typename T, typename C>
 __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
                                                  const CudaWorkItem& item, int kv_head,
@@ -104,10 +163,28 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
   const int block_size = block_row != nullptr ? p.block_size : 1 << 30;
   int walk_block = first_key / block_size;
   int walk_slot = first_key - walk_block * block_size;
-  // The copy engine's tiles leave the walk behind; it is set again at the next cp.async
-  // tile.
+  // The copy engine's and produce_whole_tile_by_passes' tiles leave the walk behind; it is
+  // set again at the next tile of the general path.
   const int box_rows = C::kCopyEngine && block_row != nullptr ? maps.box_rows : 0;
   bool walk_stale = false;
+  constexpr int64_t kBytes = sizeof(T), kMax32 = 0xffffffffLL;
+  const bool by_passes = block_row != nullptr && block_size % 16 == 0 && kv_begin % 16 == 0 &&
+                         p.k_block_stride * kBytes <= kMax32 &&
+                         p.v_block_stride * kBytes <= kMax32 &&
+                         p.k_token_stride * kBytes * block_size <= kMax32 &&
+                         p.v_token_stride * kBytes * block_size <= kMax32;
+  PassAddressing pass_addr{};
+  int pass_block = 0, pass_slot = 0, pass_next_key = -1;  // the key pass_block/slot is at
+  if (by_passes) {
+    pass_addr.k_token_bytes = static_cast<uint32_t>(p.k_token_stride * kBytes);
+    pass_addr.v_token_bytes = static_cast<uint32_t>(p.v_token_stride * kBytes);
+    pass_addr.k_thread =
+        reinterpret_cast<const char*>(k_base) + key_in_pass * pass_addr.k_token_bytes;
+    pass_addr.v_thread =
+        reinterpret_cast<const char*>(v_base) + key_in_pass * pass_addr.v_token_bytes;
+    pass_addr.k_block_bytes = static_cast<uint32_t>(p.k_block_stride * kBytes);
+    pass_addr.v_block_bytes = static_cast<uint32_t>(p.v_block_stride * kBytes);
+  }
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = tile % STAGES;
     const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
@@ -119,13 +196,24 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
         walk_stale = true;
         continue;
       }
-      if (walk_stale) {
-        walk_block = (kb + key_in_pass) / block_size;
-        walk_slot = kb + key_in_pass - walk_block * block_size;
-        walk_stale = false;
-      }
     }
     const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+    if (by_passes && kb + BN <= kv_end) {
+      if (kb != pass_next_key) {
+        pass_block = kb / block_size;
+        pass_slot = kb - pass_block * block_size;
+      }
+      produce_whole_tile_by_passes<C>(block_row, block_size, pass_block, pass_slot, stage_dst,
+                                      stage, tile >= STAGES, reuse_parity, pass_addr, smem);
+      pass_next_key = kb + BN;
+      walk_stale = true;
+      continue;
+    }
+    if (walk_stale) {
+      walk_block = (kb + key_in_pass) / block_size;
+      walk_slot = kb + key_in_pass - walk_block * block_size;
+      walk_stale = false;
+    }
     // Where this thread's key of each pass lives: (row, slot) with the element offset
     // row * row_stride + slot * token_stride; row -1 for keys past kv_end. Contiguous
     // caches use the token index as the row (row stride = token stride, slot 0). The
