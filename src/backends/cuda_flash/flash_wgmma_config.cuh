@@ -18,7 +18,8 @@ namespace attnkit::cuda {
 #endif
 inline constexpr int kWgmmaAblate = ATTNKIT_FLASH_WGMMA_ABLATE;
 
-template <int D_, int BN_, int STAGES_, bool PING_PONG_, bool COPY_ENGINE_ = false>
+template <int D_, int BN_, int STAGES_, bool PING_PONG_, bool COPY_ENGINE_ = false,
+          int MIN_COPY_BOX_ROWS_ = 8>
 struct WgmmaFlashConfig {
   static constexpr int D = D_;
   static constexpr int BN = BN_;
@@ -29,6 +30,9 @@ struct WgmmaFlashConfig {
   // Whole K/V tiles of paged caches by the copy engine (WgmmaKvMaps), the rest by
   // cp.async; false: every tile by cp.async.
   static constexpr bool kCopyEngine = COPY_ENGINE_;
+  // The fewest keys per copy-engine box (the block size, or BN when blocks are larger):
+  // tiles of caches with smaller blocks go by cp.async.
+  static constexpr int kMinCopyBoxRows = MIN_COPY_BOX_ROWS_;
   static constexpr int kConsumers = 2;  // consumer warpgroups of 64 rows
   static constexpr int kRows = 64 * kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);

@@ -108,6 +108,7 @@ WgmmaKvMaps make_kv_maps(const PagedAttentionParams& p) {
     return maps;
   }
   const int box_rows = bs < bn ? bs : bn;
+  if (box_rows < C::kMinCopyBoxRows) return maps;
   // The slot before the head when its stride is the smaller (HND), after it otherwise (NHD).
   const int slot_dim = p.k_token_stride <= p.k_head_stride ? 1 : 2;
   const int v_slot_dim = p.v_token_stride <= p.v_head_stride ? 1 : 2;
