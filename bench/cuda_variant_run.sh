@@ -33,6 +33,8 @@
 #    is the stage's own tests, a variant's needs its bin/attnkit_backends_cuda_tests) over a
 #    short subset (SANITIZE_FILTER), then racecheck on the same subset while at least 60 s
 #    are left.
+# BENCH_ARGS: further arguments of every cuda_attention_bench run (smoke and timing), e.g.
+# "--block-size 128".
 # Each step has its own time limit (device_step.sh), cut to what is left of BUDGET seconds
 # (default 480: 8 minutes of a 10-minute device command) less 30 for the packing; a step
 # with less than 10 s left is skipped. OUT gets summary.txt, written as the steps end, and
@@ -66,6 +68,7 @@ done
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv
   echo "variants: ${variants[*]}"
   echo "shapes: $shapes"
+  echo "benchmark arguments: ${BENCH_ARGS:-none}"
   echo "default proof: ${TEST_DEFAULT:-0}; sanitized: ${SANITIZE:-none}"
 } >"$summary" 2>&1
 
@@ -162,9 +165,10 @@ failed_smoke=()
 smoke_failed() { [[ " ${failed_smoke[*]} " == *" $1 "* ]]; }
 for name in default "${variants[@]}"; do
   t0=$SECONDS
+  # shellcheck disable=SC2086
   timeout "${SMOKE_LIMIT:-20}" env LD_LIBRARY_PATH="$(lib_path "$name")" \
     "$work/bin/cuda_attention_bench" --backend CUDA_FLASH --shape "$first_shape" \
-    >>"$raw/smoke_$name.log" 2>&1
+    ${BENCH_ARGS:-} >>"$raw/smoke_$name.log" 2>&1
   rc=$?
   echo "== smoke $name ($first_shape): exit $rc in $((SECONDS - t0)) s" | tee -a "$summary"
   [ "$rc" = 0 ] || failed_smoke+=("$name")
@@ -226,8 +230,10 @@ for round in $(seq 1 "$rounds"); do
       echo "== $name round $round: libattnkit resolved to"
       LD_LIBRARY_PATH=$(lib_path "$name") ldd "$work/bin/cuda_attention_bench" | grep attnkit
     } >>"$out/bench.log" 2>&1
+    # shellcheck disable=SC2086
     budget_step "bench $name r$round" bench.log 90 env LD_LIBRARY_PATH="$(lib_path "$name")" \
-      "$work/bin/cuda_attention_bench" --backend CUDA_FLASH "${shape_args[@]}" --json "$json"
+      "$work/bin/cuda_attention_bench" --backend CUDA_FLASH "${shape_args[@]}" ${BENCH_ARGS:-} \
+      --json "$json"
     [ -f "$json" ] && graph_ms_of "$json" | sed "s/^/$name\t$round\t/" >>"$raw/records.tsv"
   done
   [ -f "$out/bench.log" ] && mv "$out/bench.log" "$raw/bench_r$round.log"
