@@ -171,9 +171,10 @@ std::vector<NamedCase> all_cases() {
   // the copy engine (one load per block, or per tile when blocks are larger) and the last,
   // partial tile of each item with cp.async, which zero-fills the keys past its end (the
   // slots there are poisoned): block sizes below, equal to and above the 128-key tile, both
-  // layouts; blocks of 48 keys divide no tile, so every tile goes by cp.async. Head sizes
-  // 128 and 256 with blocks of 8, 48 and 256 on cp.async. Other GPUs run them on the sm_80
-  // kernels.
+  // layouts; blocks of 48 keys divide no tile, so every tile goes by cp.async. At head
+  // sizes 128 and 256 whole tiles of blocks of a multiple of 16 keys go by cp.async in
+  // passes of 16 keys (one block-table entry per pass), other blocks (8, 48) key by key.
+  // Other GPUs run them on the sm_80 kernels.
   struct CopyEngineCase {
     const char* name;
     int head_size;
@@ -188,7 +189,9 @@ std::vector<NamedCase> all_cases() {
         CopyEngineCase{"Block256HndD64", 64, 256, KvLayout::kHND, DType::kBFloat16},
         CopyEngineCase{"Block48NhdD64", 64, 48, KvLayout::kNHD, DType::kBFloat16},
         CopyEngineCase{"Block8NhdD128", 128, 8, KvLayout::kNHD, DType::kBFloat16},
+        CopyEngineCase{"Block64NhdD128", 128, 64, KvLayout::kNHD, DType::kFloat16},
         CopyEngineCase{"Block256HndD128", 128, 256, KvLayout::kHND, DType::kBFloat16},
+        CopyEngineCase{"Block32HndD256", 256, 32, KvLayout::kHND, DType::kBFloat16},
         CopyEngineCase{"Block48NhdD256", 256, 48, KvLayout::kNHD, DType::kFloat16}}) {
     GpuCase c = long_prefill;
     c.head_size = t.head_size;
