@@ -15,6 +15,9 @@
 //   4. values o[r] = alpha o[r] + sum_j p[r][j] c_j (V = first head_size_v elements of the
 //      latent rows already in the tile), for the 4 rows of the block together in blocks
 //      of Ops::kValueBlock vectors: every value vector loaded serves 4 rows.
+// While a tile is computed, the latent rows of the next one are prefetched into L2, a share of
+// their cache lines before each block of 4 rows (the paged rows of a request are scattered
+// over blocks, which the hardware prefetchers do not follow).
 // Finally each row is normalised into `out`, or (split-KV) its unnormalised output, m and l
 // go to the workspace for merge_mla_splits().
 //
@@ -200,6 +203,58 @@ inline void mla_dot_values(float* const* o_rows, int nr, const float* alpha, con
   }
 }
 
+// The cache lines of the latent rows of one key tile, prefetched into L2 a share at a time.
+class TilePrefetch {
+ public:
+  TilePrefetch(const attnkit::PagedAttentionParams& p, const int32_t* table, int row_blocks)
+      : p_(p), table_(table), row_blocks_(row_blocks) {
+    const int64_t esize = element_size(p.kv_dtype);
+    const int64_t row_bytes = int64_t{p.head_size} * esize;
+    // Rows start on a line when the cache and both strides do; else a row spans one more.
+    const auto starts = reinterpret_cast<uintptr_t>(p.k_cache) |
+                        static_cast<uintptr_t>(p.k_block_stride * esize) |
+                        static_cast<uintptr_t>(p.k_token_stride * esize);
+    row_lines_ = static_cast<int>((row_bytes + 63) / 64) + (starts % 64 == 0 ? 0 : 1);
+    esize_ = esize;
+  }
+
+  // The rows of keys k0 .. k0 + n - 1 (n <= kMaxLanes) become the ones to prefetch.
+  void start(int k0, int n) {
+    const auto* cache = static_cast<const char*>(p_.k_cache);
+    for (int j = 0; j < n; ++j) {
+      const int pos = k0 + j;
+      const int64_t element = int64_t{table_[pos / p_.block_size]} * p_.k_block_stride +
+                              int64_t{pos % p_.block_size} * p_.k_token_stride;
+      const auto row = reinterpret_cast<uintptr_t>(cache + element * esize_);
+      rows_[j] = reinterpret_cast<const char*>(row & ~uintptr_t{63});  // its first line
+    }
+    n_ = n;
+    row_ = 0;
+    line_ = 0;
+    share_ = (n * row_lines_ + row_blocks_ - 1) / row_blocks_;
+  }
+
+  // The next share of the lines (all of them over row_blocks calls).
+  void issue() {
+    for (int k = 0; k < share_ && row_ < n_; ++k) {
+      attnkit::cpu::prefetch_l2(rows_[row_] + int64_t{line_} * 64);
+      if (++line_ == row_lines_) {
+        line_ = 0;
+        ++row_;
+      }
+    }
+  }
+
+ private:
+  const attnkit::PagedAttentionParams& p_;
+  const int32_t* table_;
+  int row_blocks_;
+  int64_t esize_ = 1;
+  int row_lines_ = 1;
+  const char* rows_[attnkit::cpu_mla::kMaxLanes] = {};
+  int n_ = 0, row_ = 0, line_ = 0, share_ = 0;
+};
+
 template <class Kv, bool kDot>
 void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
               const attnkit::cpu_mla::MlaWorkItem& item, attnkit::cpu_mla::MlaWorkspace& ws,
@@ -258,8 +313,10 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
 
   const int64_t ksize = element_size(p.kv_dtype);
   const int32_t* table = p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride;
+  TilePrefetch next_tile(p, table, (rows + 3) / 4);
   for (int k0 = item.key_begin; k0 < item.key_end; k0 += L) {
     const int n = std::min(L, item.key_end - k0);
+    next_tile.start(k0 + L, std::max(0, std::min(L, item.key_end - k0 - L)));
     // 1. One read of each latent row, for every head.
     if constexpr (kDot) {
       mla_dot_tile(p, table, k0, n, kt16, vt16);
@@ -280,6 +337,7 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
     }
     for (int r0 = 0; r0 < rows; r0 += 4) {
       const int nr = std::min(4, rows - r0);
+      next_tile.issue();
       // 2. Scores of 4 rows x L keys: scores[ri] lane j = row r0 + ri, key k0 + j.
       V scores[4];
       if constexpr (kDot) {

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Every CPU_FLASH kernel instantiation in the built library issues software prefetches.
+"""Every CPU attention kernel instantiation in the built library issues software prefetches.
 
 The kernels' KV rows are strided across pages, which the hardware prefetchers do not follow;
-without the software prefetches decode waits on memory (on AVX2 it ran at 1.3-2.5x lower
-bandwidth). GCC once deleted them without a word (kernels/cpu/prefetch.h says how), so this
-disassembles the library and fails for each ItemKernel<Kv, kDot> (and AVX2's prefill
-OuterProductKernel<Kv>) of each ISA namespace whose member functions hold no prefetch
-instruction.
+without the software prefetches decode waits on memory (on AVX2 CPU_FLASH ran at 1.3-2.5x
+lower bandwidth, CPU_MLA at 16 heads 1.13-1.26x slower). GCC once deleted them without a word
+(kernels/cpu/prefetch.h says how), so this disassembles the library and fails for each
+kernel of each ISA namespace that holds no prefetch instruction: CPU_FLASH's
+ItemKernel<Kv, kDot> and AVX2's prefill OuterProductKernel<Kv> (their member functions),
+CPU_MLA's mla_item<Kv, kDot>.
 
     kernel_prefetch_test.py LIBATTNKIT
 
@@ -21,7 +22,12 @@ import subprocess
 import sys
 
 FUNCTION = re.compile(r"^[0-9a-f]+ <(.*)>:$")
-KERNEL = re.compile(r"attnkit::cpu::(\w+_isa)::(ItemKernel|OuterProductKernel)<([^<>]+?)>::")
+KERNELS = (
+    re.compile(r"attnkit::cpu::(\w+_isa)::(ItemKernel|OuterProductKernel)<([^<>]+?)>::"),
+    re.compile(r"attnkit::cpu_mla::(\w+_isa)::(mla_item)<([^<>]+?)>\("),
+)
+# Every kernel family the library must hold at least one instantiation of.
+FAMILIES = ("ItemKernel", "OuterProductKernel", "mla_item")
 
 
 def main() -> int:
@@ -42,14 +48,16 @@ def main() -> int:
     for line in listing.splitlines():
         header = FUNCTION.match(line)
         if header:
-            kernel = KERNEL.search(header.group(1))
+            found = (k.search(header.group(1)) for k in KERNELS)
+            kernel = next((m for m in found if m), None)
             current = kernel.groups() if kernel else None
             if current:
                 prefetches[current] += 0
         elif current and "prefetch" in line:
             prefetches[current] += 1
-    if not prefetches:
-        print(f"FAIL: no CPU_FLASH kernel (attnkit::cpu::*_isa::ItemKernel) in {sys.argv[1]}")
+    absent = [f for f in FAMILIES if not any(k[1] == f for k in prefetches)]
+    if absent:
+        print(f"FAIL: no {', '.join(absent)} instantiation in {sys.argv[1]}")
         return 1
     missing = [k for k, n in sorted(prefetches.items()) if n == 0]
     for isa, kernel, args in sorted(prefetches):
