@@ -225,8 +225,8 @@ class TilePrefetch {
       const int pos = k0 + j;
       const int64_t element = int64_t{table_[pos / p_.block_size]} * p_.k_block_stride +
                               int64_t{pos % p_.block_size} * p_.k_token_stride;
-      const auto row = reinterpret_cast<uintptr_t>(cache + element * esize_);
-      rows_[j] = reinterpret_cast<const char*>(row & ~uintptr_t{63});  // its first line
+      const char* row = cache + element * esize_;
+      rows_[j] = row - reinterpret_cast<uintptr_t>(row) % 64;  // its first line
     }
     n_ = n;
     row_ = 0;
