@@ -16,8 +16,9 @@
 //      latent rows already in the tile), for the 4 rows of the block together in blocks
 //      of Ops::kValueBlock vectors: every value vector loaded serves 4 rows.
 // While a tile is computed, the latent rows of the next one are prefetched into L2, a share of
-// their cache lines before each block of 4 rows (the paged rows of a request are scattered
-// over blocks, which the hardware prefetchers do not follow).
+// their cache lines with each block of 4 rows, spread over its score loop on the kDot path
+// (the paged rows of a request are scattered over blocks, which the hardware prefetchers do
+// not follow).
 // Finally each row is normalised into `out`, or (split-KV) its unnormalised output, m and l
 // go to the workspace for merge_mla_splits().
 //
@@ -109,11 +110,75 @@ inline void mla_dot_tile(const attnkit::PagedAttentionParams& p, const int32_t* 
   }
 }
 
+// The cache lines of the latent rows of one key tile, prefetched into L2 a share at a time.
+class TilePrefetch {
+ public:
+  TilePrefetch(const attnkit::PagedAttentionParams& p, const int32_t* table, int row_blocks)
+      : p_(p), table_(table), row_blocks_(row_blocks) {
+    const int64_t esize = element_size(p.kv_dtype);
+    const int64_t row_bytes = int64_t{p.head_size} * esize;
+    // Rows start on a line when the cache and both strides do; else a row spans one more.
+    const auto starts = reinterpret_cast<uintptr_t>(p.k_cache) |
+                        static_cast<uintptr_t>(p.k_block_stride * esize) |
+                        static_cast<uintptr_t>(p.k_token_stride * esize);
+    row_lines_ = static_cast<int>((row_bytes + 63) / 64) + (starts % 64 == 0 ? 0 : 1);
+    esize_ = esize;
+  }
+
+  // The rows of keys k0 .. k0 + n - 1 (n <= kMaxLanes) become the ones to prefetch.
+  void start(int k0, int n) {
+    const auto* cache = static_cast<const char*>(p_.k_cache);
+    for (int j = 0; j < n; ++j) {
+      const int pos = k0 + j;
+      const int64_t element = int64_t{table_[pos / p_.block_size]} * p_.k_block_stride +
+                              int64_t{pos % p_.block_size} * p_.k_token_stride;
+      const char* row = cache + element * esize_;
+      rows_[j] = row - reinterpret_cast<uintptr_t>(row) % 64;  // its first line
+    }
+    n_ = n;
+    row_ = 0;
+    line_ = 0;
+    due_ = 0;
+    share_ = (n * row_lines_ + row_blocks_ - 1) / row_blocks_;
+  }
+
+  // A block of rows begins: its share of the lines (all of them over row_blocks blocks)
+  // becomes due.
+  void begin_block() { due_ += share_; }
+
+  // Lines due per step, to issue them all over `steps` steps of a loop.
+  int per_step(int steps) const { return (due_ + steps - 1) / std::max(steps, 1); }
+
+  // Up to `count` of the lines due. Always inlined, so that the prefetch instructions sit in
+  // the kernel itself in every build (kernel_prefetch_test.py looks for them there).
+  [[gnu::always_inline]] void issue(int count) {
+    for (; count > 0 && due_ > 0 && row_ < n_; --count, --due_) {
+      attnkit::cpu::prefetch_l2(rows_[row_] + int64_t{line_} * 64);
+      if (++line_ == row_lines_) {
+        line_ = 0;
+        ++row_;
+      }
+    }
+  }
+
+  // Every line due.
+  [[gnu::always_inline]] void issue_due() { issue(due_); }
+
+ private:
+  const attnkit::PagedAttentionParams& p_;
+  const int32_t* table_;
+  int row_blocks_;
+  int64_t esize_ = 1;
+  int row_lines_ = 1;
+  const char* rows_[attnkit::cpu_mla::kMaxLanes] = {};
+  int n_ = 0, row_ = 0, line_ = 0, share_ = 0, due_ = 0;
+};
+
 // kDot step 2: scores of the bf16 query rows q16 .. + nr - 1 ([nr, D]) against the
 // transposed tile, times `scale`; out[ri] lane j is key j. Four pair chains per row (16
 // independent dot chains in all) cover the dot instruction's latency.
 inline void mla_dot_scores(const uint16_t* q16, int nr, int D, const uint16_t* kt16,
-                           typename Ops::V scale, typename Ops::V* out) {
+                           typename Ops::V scale, typename Ops::V* out, TilePrefetch& next) {
   using V = typename Ops::V;
   const uint16_t* q_rows[4];
   for (int ri = 0; ri < 4; ++ri) q_rows[ri] = q16 + static_cast<int64_t>(std::min(ri, nr - 1)) * D;
@@ -121,8 +186,12 @@ inline void mla_dot_scores(const uint16_t* q16, int nr, int D, const uint16_t* k
   for (auto& a_row : a)
     for (V& x : a_row) x = Ops::zero();
   const int64_t pairs = D / 2;
+  // The block's share of the next tile's lines, spread over the steps (a burst of them at
+  // the block's start ran slower in some calls).
+  const int per_step = next.per_step(static_cast<int>(pairs / 4));
   int64_t i = 0;
   for (; i + 4 <= pairs; i += 4) {
+    next.issue(per_step);
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
       const auto kv = Ops::load_bf16_pairs(kt16 + (i + u) * 32);
@@ -202,58 +271,6 @@ inline void mla_dot_values(float* const* o_rows, int nr, const float* alpha, con
       return;
   }
 }
-
-// The cache lines of the latent rows of one key tile, prefetched into L2 a share at a time.
-class TilePrefetch {
- public:
-  TilePrefetch(const attnkit::PagedAttentionParams& p, const int32_t* table, int row_blocks)
-      : p_(p), table_(table), row_blocks_(row_blocks) {
-    const int64_t esize = element_size(p.kv_dtype);
-    const int64_t row_bytes = int64_t{p.head_size} * esize;
-    // Rows start on a line when the cache and both strides do; else a row spans one more.
-    const auto starts = reinterpret_cast<uintptr_t>(p.k_cache) |
-                        static_cast<uintptr_t>(p.k_block_stride * esize) |
-                        static_cast<uintptr_t>(p.k_token_stride * esize);
-    row_lines_ = static_cast<int>((row_bytes + 63) / 64) + (starts % 64 == 0 ? 0 : 1);
-    esize_ = esize;
-  }
-
-  // The rows of keys k0 .. k0 + n - 1 (n <= kMaxLanes) become the ones to prefetch.
-  void start(int k0, int n) {
-    const auto* cache = static_cast<const char*>(p_.k_cache);
-    for (int j = 0; j < n; ++j) {
-      const int pos = k0 + j;
-      const int64_t element = int64_t{table_[pos / p_.block_size]} * p_.k_block_stride +
-                              int64_t{pos % p_.block_size} * p_.k_token_stride;
-      const char* row = cache + element * esize_;
-      rows_[j] = row - reinterpret_cast<uintptr_t>(row) % 64;  // its first line
-    }
-    n_ = n;
-    row_ = 0;
-    line_ = 0;
-    share_ = (n * row_lines_ + row_blocks_ - 1) / row_blocks_;
-  }
-
-  // The next share of the lines (all of them over row_blocks calls).
-  void issue() {
-    for (int k = 0; k < share_ && row_ < n_; ++k) {
-      attnkit::cpu::prefetch_l2(rows_[row_] + int64_t{line_} * 64);
-      if (++line_ == row_lines_) {
-        line_ = 0;
-        ++row_;
-      }
-    }
-  }
-
- private:
-  const attnkit::PagedAttentionParams& p_;
-  const int32_t* table_;
-  int row_blocks_;
-  int64_t esize_ = 1;
-  int row_lines_ = 1;
-  const char* rows_[attnkit::cpu_mla::kMaxLanes] = {};
-  int n_ = 0, row_ = 0, line_ = 0, share_ = 0;
-};
 
 template <class Kv, bool kDot>
 void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::MlaPlan& plan,
@@ -337,14 +354,16 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
     }
     for (int r0 = 0; r0 < rows; r0 += 4) {
       const int nr = std::min(4, rows - r0);
-      next_tile.issue();
+      next_tile.begin_block();
       // 2. Scores of 4 rows x L keys: scores[ri] lane j = row r0 + ri, key k0 + j.
       V scores[4];
       if constexpr (kDot) {
-        mla_dot_scores(q16 + static_cast<int64_t>(r0) * D, nr, D, kt16, qscale, scores);
+        mla_dot_scores(q16 + static_cast<int64_t>(r0) * D, nr, D, kt16, qscale, scores, next_tile);
       } else {
+        next_tile.issue_due();
         mla_scores(qf + static_cast<int64_t>(r0) * D, nr, D, kt, scores);
       }
+      next_tile.issue_due();  // what the score loop's steps left
       // 3. Mask and online softmax of each row: its probabilities (0 outside the row's
       // visible lanes [first, end)) and the factor alpha of its running output; a row with
       // no visible key in the tile keeps its output (alpha 1, probabilities 0).
