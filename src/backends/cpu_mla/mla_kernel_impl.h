@@ -360,10 +360,9 @@ void mla_item(const attnkit::PagedAttentionParams& p, const attnkit::cpu_mla::Ml
       if constexpr (kDot) {
         mla_dot_scores(q16 + static_cast<int64_t>(r0) * D, nr, D, kt16, qscale, scores, next_tile);
       } else {
-        next_tile.issue_due();
         mla_scores(qf + static_cast<int64_t>(r0) * D, nr, D, kt, scores);
       }
-      next_tile.issue_due();  // what the score loop's steps left
+      next_tile.issue_due();  // the block's share (kDot: what the score loop's steps left)
       // 3. Mask and online softmax of each row: its probabilities (0 outside the row's
       // visible lanes [first, end)) and the factor alpha of its running output; a row with
       // no visible key in the tile keeps its output (alpha 1, probabilities 0).
