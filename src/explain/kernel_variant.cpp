@@ -36,12 +36,10 @@ std::string kernel_variant(std::string_view backend, const Platform& platform) {
   std::string variant = dependent ? "dependent launches on" : "dependent launches off";
   if (backend == "CUDA_FLASH") {
     // flash_wgmma.cu: the sm_90a prefill runs on 9.0 devices when built and not turned off,
-    // for 16-bit caches (flash_launch.cuh: fp8 caches take the mma.sync tiles).
+    // for 16-bit and fp8 caches (fp8 tiles converted by its producer warpgroup).
     const bool wgmma =
         ATTNKIT_CUDA_SM90A && cc == 90 && option_switch(Option::kCudaFlashWgmma) != false;
-    variant =
-        std::string(wgmma ? "wgmma prefill (sm_90a; fp8 caches: mma.sync)" : "mma.sync prefill") +
-        ", " + variant;
+    variant = std::string(wgmma ? "wgmma prefill (sm_90a)" : "mma.sync prefill") + ", " + variant;
   }
   if (backend == "CUDA_MLA") {
     // mla_launch.cuh: the sm_90 large-row tiles where a block may opt into 227 KiB of shared

@@ -40,7 +40,7 @@ KernelGeometry flash_geometry(int head_size, bool fp8_cache) {
                  : head_size == 256 ? FlashLargeConfig<256>::type::kRows
                                     : FlashLargeConfig<128>::type::kRows;
 #if ATTNKIT_CUDA_SM90A
-  if (!fp8_cache && flash_wgmma_enabled()) g.large_rows = kFlashWgmmaRows;
+  if (flash_wgmma_enabled()) g.large_rows = kFlashWgmmaRows;
 #endif
   return g;
 }

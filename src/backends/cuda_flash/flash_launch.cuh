@@ -138,8 +138,8 @@ void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePla
   launch_flash_items<T, typename FlashSmallKvConfig<D, KV>::type>(
       p, plan.small_items, plan.num_small, plan, options.fresh_kv);
 #if ATTNKIT_CUDA_SM90A
-  // The Hopper prefill reads 16-bit caches only (flash_geometry plans fp8 for these rows).
-  if (!kIsFp8<KV> && flash_wgmma_enabled()) {
+  // The Hopper prefill, 16-bit and fp8 caches (flash_geometry plans its rows).
+  if (flash_wgmma_enabled()) {
     launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan);
     return;
   }

@@ -19,7 +19,7 @@ namespace attnkit::cuda {
 inline constexpr int kWgmmaAblate = ATTNKIT_FLASH_WGMMA_ABLATE;
 
 template <int D_, int BN_, int STAGES_, bool PING_PONG_, bool COPY_ENGINE_ = false,
-          int MIN_COPY_BOX_ROWS_ = 8>
+          int MIN_COPY_BOX_ROWS_ = 8, int FP8_BUFFERS_ = 0>
 struct WgmmaFlashConfig {
   static constexpr int D = D_;
   static constexpr int BN = BN_;
@@ -33,6 +33,11 @@ struct WgmmaFlashConfig {
   // The fewest keys per copy-engine box (the block size, or BN when blocks are larger):
   // tiles of caches with smaller blocks go by cp.async.
   static constexpr int kMinCopyBoxRows = MIN_COPY_BOX_ROWS_;
+  // fp8 caches (FP8_BUFFERS_ > 0): the producer copies each tile's fp8 K and V rows into
+  // one of kFp8Buffers staging buffers and converts them into the stage
+  // (produce_fp8_kv_tiles); with 2, the next tile's copies run during the conversion.
+  static constexpr int kFp8Buffers = FP8_BUFFERS_;
+  static constexpr bool kFp8 = FP8_BUFFERS_ > 0;
   static constexpr int kConsumers = 2;  // consumer warpgroups of 64 rows
   static constexpr int kRows = 64 * kConsumers;
   static constexpr int kThreads = 128 * (1 + kConsumers);
@@ -43,7 +48,9 @@ struct WgmmaFlashConfig {
   static constexpr uint32_t kSlabBytes = BN * 128u;          // one slab of K or V
   static constexpr uint32_t kTileBytes = kSlabs * kSlabBytes;
   static constexpr uint32_t kKvOffset = kConsumers * kQBytes;
-  static constexpr uint32_t kBarrierOffset = kKvOffset + STAGES * 2u * kTileBytes;
+  static constexpr uint32_t kFp8StagingOffset = kKvOffset + STAGES * 2u * kTileBytes;
+  static constexpr uint32_t kFp8PartBytes = BN * D;  // one fp8 tile of K or V, unswizzled
+  static constexpr uint32_t kBarrierOffset = kFp8StagingOffset + kFp8Buffers * 2u * kFp8PartBytes;
   // + 1024: the dynamic window is aligned up to 1024 bytes inside the kernel.
   static constexpr size_t kSmemBytes = 1024u + kBarrierOffset + 32u * STAGES;
   // Shared memory the split merge may use from the aligned base (below the barriers).
@@ -56,6 +63,7 @@ struct WgmmaFlashConfig {
   static constexpr int kMergeThreadBase = 128;
   __device__ static void merge_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kMergeThreads)); }
   static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256 && STAGES >= 2, "tile shape");
+  static_assert(!(kFp8 && kCopyEngine), "fp8 tiles are staged by cp.async");
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
 };
 

@@ -9,7 +9,8 @@
 //     cache into a STAGES-deep ring in shared memory: with C::kCopyEngine (head size 64)
 //     whole tiles of a paged cache by the copy engine (TMA, one load per block and
 //     64-column slab, WgmmaKvMaps), the rest with cp.async (one block-table lookup per
-//     key; out-of-range keys zero-filled). Per stage, K and V each have a "full" mbarrier
+//     key; out-of-range keys zero-filled); fp8 caches through staging buffers, converted
+//     to T by the producer (produce_fp8_kv_tiles). Per stage, K and V each have a "full" mbarrier
 //     (every producer thread arrives, and the copy engine's bytes or the thread's cp.async
 //     copies land) and an "empty" one (every consumer warp arrives when it no longer reads
 //     them); the producer waits on "empty" before reusing a stage, so K of the next tiles
@@ -28,7 +29,10 @@
 //
 // Shared memory (1024-byte aligned, every tile 128-byte swizzled, wgmma_primitives.cuh):
 //   Q [2 consumers][D/64 slabs][64 rows][64] | stage s: K [D/64][BN][64], V [D/64][BN][64]
+//   | fp8 caches: staging buffer b: K [BN][D], V [BN][D] (bytes, unswizzled)
 //   | full_k, full_v, empty_k, empty_v mbarriers [STAGES] each
+
+#include <type_traits>
 
 #include "backends/cuda_flash/flash_kernels.h"
 #include "backends/cuda_flash/flash_split_merge.cuh"
@@ -36,6 +40,7 @@
 #include "backends/cuda_flash/flash_wgmma_config.cuh"
 #include "backends/cuda_flash/flash_wgmma_producer.cuh"
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 
@@ -64,9 +69,13 @@ struct WgmmaConsumer {
   const int wg_row0;  // first packed row of this consumer
   const int row0;     // packed row of this thread's accumulator row h = 0 (h = 1: + 8)
   const uint32_t q_base;
+  // Scores are dot products with the stored keys: an fp8 cache's k_scale joins the
+  // softmax scale, its v_scale the output's normalisation.
+  const float score_scale;
   const float scale_log2;
   const bool soft_cap;
   const float cap_in, cap_out;
+  const float v_scale;
   float s[BN / 2];
   float o[D / 2];
   float m[2], l[2];
@@ -93,10 +102,12 @@ struct WgmmaConsumer {
         wg_row0(work.row_begin + wg * 64),
         row0(wg_row0 + (warp & 3) * 16 + g),
         q_base(window.base + static_cast<uint32_t>(wg) * C::kQBytes),
-        scale_log2(params.scale * kLog2e),
+        score_scale(C::kFp8 ? params.scale * params.k_scale : params.scale),
+        scale_log2(score_scale * kLog2e),
         soft_cap(params.soft_cap > 0.0f),
-        cap_in(soft_cap ? params.scale / params.soft_cap : 0.0f),
-        cap_out(soft_cap ? params.soft_cap / params.scale : 0.0f) {}
+        cap_in(soft_cap ? score_scale / params.soft_cap : 0.0f),
+        cap_out(soft_cap ? params.soft_cap / score_scale : 0.0f),
+        v_scale(C::kFp8 ? params.v_scale : 1.0f) {}
 
   // Timing ablation (bit 1): Q filled from registers, no global load.
   __device__ __forceinline__ void fill_q_pattern() {
@@ -369,7 +380,7 @@ struct WgmmaConsumer {
           static_cast<int64_t>(item.partial_base + (row / group) * item.num_splits + item.split) *
               p.num_heads +
           kv_head * group + row % group;
-      const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+      const float inv = l[h] > 0.0f ? v_scale / l[h] : 0.0f;
       T* dst = reinterpret_cast<T*>(partial_o) + slot_row * D + 2 * t;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
@@ -387,12 +398,12 @@ struct WgmmaConsumer {
     float factor[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      factor[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+      factor[h] = l[h] > 0.0f ? v_scale / l[h] : 0.0f;
       if (p.sinks != nullptr) {
         const float sink = p.sinks[kv_head * group + (row0 + 8 * h) % group] * kLog2e;
         const float ref = fmaxf(m[h], sink);
         const float denom = l[h] * safe_exp2(m[h], ref) + exp2f(sink - ref);
-        factor[h] = safe_exp2(m[h], ref) / denom;
+        factor[h] = v_scale * safe_exp2(m[h], ref) / denom;
       }
     }
     T* s_out = reinterpret_cast<T*>(smem.data + static_cast<size_t>(wg) * C::kQBytes);
@@ -419,11 +430,14 @@ struct WgmmaConsumer {
   }
 };
 
-template <typename T, typename C>
+// KV: the cache's storage type, T or an fp8 type (then C::kFp8).
+template <typename T, typename KV, typename C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_wgmma_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
                        float* partial_lse, unsigned* split_counters,
                        const __grid_constant__ WgmmaKvMaps maps) {
+  static_assert(kIsFp8<KV> ? C::kFp8 : (std::is_same_v<KV, T> && !C::kFp8),
+                "fp8 caches run the configurations with staging buffers, 16-bit ones the others");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const WgmmaSmem<C> smem(smem_raw);
@@ -441,7 +455,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   if (threadIdx.x < 128) {
     sm90::setmaxnreg_dec<C::kProducerRegs>();
-    produce_kv_tiles<T, C>(p, item, kv_head, smem, maps);
+    if constexpr (C::kFp8) {
+      produce_fp8_kv_tiles<T, KV, C>(p, item, kv_head, smem);
+    } else {
+      produce_kv_tiles<T, C>(p, item, kv_head, smem, maps);
+    }
   } else {
     sm90::setmaxnreg_inc<C::kConsumerRegs>();
     WgmmaConsumer<T, C> consumer(p, item, kv_head, smem);

@@ -6,6 +6,7 @@
 
 #include "backends/cuda_flash/flash_kernels.h"
 #include "backends/cuda_flash/flash_wgmma_config.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 #include "kernels/cuda/wgmma_primitives.cuh"
 
@@ -262,6 +263,150 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
     }
   }
   cp_async_wait<0>();
+}
+
+// The producer warpgroup over an fp8 cache (KV: Fp8E4M3 or Fp8E5M2; C::kFp8): the wgmma
+// operands stay 16-bit, so every tile is converted once in shared memory, by the producer,
+// rather than by the consumers, whose matrix products set the pace. Per tile: each thread
+// copies its 16-byte chunks of the tile's fp8 K and V rows (cp.async; keys past kv_end
+// zero-filled) into staging buffer tile % kFp8Buffers, and once they have landed converts
+// those same chunks (no other thread reads them, so no barrier) exactly to T
+// (fp8_convert.cuh) into the stage's 128-byte-swizzled slabs: one 16-byte fp8 chunk is two
+// 16-byte chunks of T. It then makes its arrival on the stage's "full" barrier (K, then
+// V); the copies of the next tile (with 2 buffers) are already under way. The cache's
+// scales are applied by the consumers (k_scale to the scores, v_scale to the output).
+// Thread mapping: kTpk threads per key row (D / 16 chunks of fp8, at most 8 threads), each
+// thread chunks sub, sub + kTpk, ...; 128 / kTpk keys per pass.
+template <typename T, typename KV, typename C>
+__device__ __forceinline__ void produce_fp8_kv_tiles(const PagedAttentionParams& p,
+                                                     const CudaWorkItem& item, int kv_head,
+                                                     const WgmmaSmem<C>& smem) {
+  using namespace sm90;
+  static_assert(kIsFp8<KV> && C::kFp8, "an fp8 cache and a configuration with staging");
+  constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, kBuffers = C::kFp8Buffers;
+  constexpr int kRowChunks = D / 16;  // 16-byte chunks of one fp8 row
+  constexpr int kTpk = kRowChunks < 8 ? kRowChunks : 8;
+  constexpr int kKeysPerPass = 128 / kTpk;
+  constexpr int kPasses = BN / kKeysPerPass;
+  constexpr int kThreadChunks = kRowChunks / kTpk;
+  static_assert(BN % kKeysPerPass == 0 && kRowChunks % kTpk == 0, "fp8 staging passes");
+  const int tid = threadIdx.x;
+  const int sub = tid % kTpk, key_in_pass = tid / kTpk;
+  const int kv_begin = item.kv_begin, kv_end = item.kv_end;
+  const int num_tiles = (kv_end - kv_begin + BN - 1) / BN;
+  const uint8_t* k_base = static_cast<const uint8_t*>(p.k_cache) +
+                          static_cast<int64_t>(kv_head) * p.k_head_stride + sub * 16;
+  const uint8_t* v_base = static_cast<const uint8_t*>(p.v_cache) +
+                          static_cast<int64_t>(kv_head) * p.v_head_stride + sub * 16;
+  const int32_t* block_row =
+      p.block_table != nullptr
+          ? p.block_table + static_cast<int64_t>(item.seq) * p.block_table_stride
+          : nullptr;
+  const int64_t contiguous_row = p.block_table != nullptr ? 0 : p.kv_start_loc[item.seq];
+  const int block_size = block_row != nullptr ? p.block_size : 1 << 30;
+  // Block index and slot of this thread's key of the next pass to copy (tiles are copied
+  // in order, so the walk only ever steps forward: no division per key).
+  int walk_block = (kv_begin + key_in_pass) / block_size;
+  int walk_slot = kv_begin + key_in_pass - walk_block * block_size;
+  // This thread's first staged chunk: buffer 0, K, pass 0.
+  const uint32_t staging =
+      smem.base + C::kFp8StagingOffset + static_cast<uint32_t>(key_in_pass * D + sub * 16);
+
+  // Copies tile `tile`'s K and V chunks of this thread into its staging buffer (one
+  // commit group).
+  auto copy_tile = [&](int tile) {
+    const int kb = kv_begin + tile * BN;
+    const uint32_t dst_tile =
+        staging + static_cast<uint32_t>(tile % kBuffers) * 2u * C::kFp8PartBytes;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int kpos = kb + pass * kKeysPerPass + key_in_pass;
+      const bool valid = kpos < kv_end;
+      const int64_t row = !valid                 ? 0
+                          : block_row != nullptr ? block_row[walk_block]
+                                                 : contiguous_row + kpos;
+      const int64_t slot = block_row != nullptr ? walk_slot : 0;
+      walk_slot += kKeysPerPass;
+      while (walk_slot >= block_size) {
+        walk_slot -= block_size;
+        ++walk_block;
+      }
+#pragma unroll
+      for (int part = 0; part < 2; ++part) {
+        const int64_t token_stride = part == 0 ? p.k_token_stride : p.v_token_stride;
+        const int64_t row_stride = block_row == nullptr ? token_stride
+                                   : part == 0          ? p.k_block_stride
+                                                        : p.v_block_stride;
+        // Out-of-range keys zero-fill (src-size 0) from a valid address.
+        const uint8_t* src =
+            (part == 0 ? k_base : v_base) + (valid ? row * row_stride + slot * token_stride : 0);
+        const uint32_t dst = dst_tile + part * C::kFp8PartBytes + pass * kKeysPerPass * D;
+#pragma unroll
+        for (int j = 0; j < kThreadChunks; ++j) {
+          cp_async_16(dst + j * kTpk * 16, src + j * kTpk * 16, valid ? 16 : 0);
+        }
+      }
+    }
+    cp_async_commit();
+  };
+
+  for (int tile = 0; tile < kBuffers - 1 && tile < num_tiles; ++tile) copy_tile(tile);
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    if (tile + kBuffers - 1 < num_tiles) {
+      copy_tile(tile + kBuffers - 1);
+      cp_async_wait<kBuffers - 1>();  // this tile's group has landed
+    } else {
+      cp_async_wait<0>();
+    }
+    const int stage = tile % STAGES;
+    const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
+    const uint32_t src_tile =
+        staging + static_cast<uint32_t>(tile % kBuffers) * 2u * C::kFp8PartBytes;
+    const uint32_t stage_base =
+        smem.base + C::kKvOffset + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      if (tile >= STAGES) {
+        mbarrier_wait((part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage, reuse_parity);
+      }
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int r = pass * kKeysPerPass + key_in_pass;  // key row in the tile
+#pragma unroll
+        for (int j = 0; j < kThreadChunks; ++j) {
+          const int c = sub + j * kTpk;  // fp8 chunk: elements [16 c, 16 c + 16)
+          uint4 raw;
+          asm volatile(
+              "ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+              : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
+              : "r"(src_tile + part * C::kFp8PartBytes + pass * kKeysPerPass * D + j * kTpk * 16));
+          const uint4 lo = fp8x8_to<T, KV>(make_uint2(raw.x, raw.y));
+          const uint4 hi = fp8x8_to<T, KV>(make_uint2(raw.z, raw.w));
+          // Chunks 2 (c % 4) and + 1 of slab c / 4; the threads whose c / 4 is odd store
+          // their second chunk first, so that each store's 8-thread phases hit 8 distinct
+          // 16-byte bank groups.
+          const uint32_t row_base = stage_base + part * C::kTileBytes +
+                                    static_cast<uint32_t>(c / 4) * C::kSlabBytes + r * 128u;
+          const int q0 = 2 * (c % 4);
+          const bool odd = ((c / 4) & 1) != 0;
+          const uint32_t a0 =
+              row_base + static_cast<uint32_t>(((q0 + (odd ? 1 : 0)) ^ (r & 7)) << 4);
+          const uint32_t a1 =
+              row_base + static_cast<uint32_t>(((q0 + (odd ? 0 : 1)) ^ (r & 7)) << 4);
+          const uint4 first = odd ? hi : lo, second = odd ? lo : hi;
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(a0), "r"(first.x),
+                       "r"(first.y), "r"(first.z), "r"(first.w)
+                       : "memory");
+          asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(a1), "r"(second.x),
+                       "r"(second.y), "r"(second.z), "r"(second.w)
+                       : "memory");
+        }
+      }
+      // The stores (generic proxy) become visible to the consumers' wgmma (async proxy).
+      fence_proxy_async();
+      mbarrier_arrive((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
+    }
+  }
 }
 
 }  // namespace attnkit::cuda

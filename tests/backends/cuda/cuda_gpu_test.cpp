@@ -336,6 +336,47 @@ std::vector<NamedCase> all_cases() {
   fp8_d256.v_scale = 0.25f;
   fp8_d256.requests = {{1, 3000}, {40, 200}, {1, 1}};
   add("FlashKvFp8E5M2D256SoftCapFp16", fp8_d256);
+  // fp8 caches in the Hopper prefill kernel: its producer stages each tile's fp8 rows and
+  // converts them into the 16-bit slabs (one staging buffer at head size 256, two below),
+  // walking blocks smaller than a pass, not dividing a tile, and larger than a tile; keys
+  // past each item's end zero-filled; other GPUs run the sm_80 kernels. Scales away from
+  // 1, so that a missing k_scale or v_scale shows.
+  struct Fp8PrefillCase {
+    const char* name;
+    int head_size;
+    int block_size;
+    KvLayout layout;
+    DType dtype;
+    KvCacheDType kv;
+  };
+  for (const Fp8PrefillCase& t : {Fp8PrefillCase{"Fp8E5M2Block48NhdD64", 64, 48, KvLayout::kNHD,
+                                                 DType::kBFloat16, KvCacheDType::kFp8E5M2},
+                                  Fp8PrefillCase{"Fp8E4M3Block8NhdD128", 128, 8, KvLayout::kNHD,
+                                                 DType::kBFloat16, KvCacheDType::kFp8E4M3},
+                                  Fp8PrefillCase{"Fp8E5M2Block256HndD128", 128, 256, KvLayout::kHND,
+                                                 DType::kFloat16, KvCacheDType::kFp8E5M2},
+                                  Fp8PrefillCase{"Fp8E4M3Block32HndD256", 256, 32, KvLayout::kHND,
+                                                 DType::kFloat16, KvCacheDType::kFp8E4M3}}) {
+    GpuCase c = long_prefill;
+    c.head_size = t.head_size;
+    c.block_size = t.block_size;
+    c.layout = t.layout;
+    c.dtype = t.dtype;
+    c.kv_dtype = t.kv;
+    c.k_scale = 0.04f;
+    c.v_scale = 0.02f;
+    c.requests = {{700, 700}, {300, 1000}, {1, 33}};
+    add(std::string("FlashPrefill") + t.name, c);
+  }
+  GpuCase fp8_sinks = long_prefill;
+  fp8_sinks.kv_dtype = KvCacheDType::kFp8E4M3;
+  fp8_sinks.k_scale = 0.06f;
+  fp8_sinks.v_scale = 0.5f;
+  fp8_sinks.sinks = true;
+  fp8_sinks.sliding_window = 300;
+  fp8_sinks.soft_cap = 25.0f;
+  fp8_sinks.requests = {{500, 500}, {129, 640}};
+  add("FlashPrefillFp8E4M3WindowSinksSoftCapD128", fp8_sinks);
   // Queries past fp16's range (|q| up to 1e5; bf16 holds them): CUDA_FLASH's fp8 decode
   // computes Q K^T in fp16, each query row brought into range by a power of two
   // that its scores divide out again. Few keys, so that the (sharp) softmax has no near

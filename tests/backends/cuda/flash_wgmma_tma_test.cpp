@@ -79,6 +79,10 @@ TEST(FlashWgmmaCopyEngineGpuTest, MapsOnlyForLayoutsTheCopyEngineTakes) {
   mixed.v_token_stride = hnd.v_token_stride;
   mixed.v_head_stride = hnd.v_head_stride;
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(mixed), 0);
+  // fp8 caches are staged by cp.async and converted by the producer.
+  PagedAttentionParams fp8 = paged(64, 16, false);
+  fp8.kv_dtype = ScalarType::kFp8E4M3;
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(fp8), 0);
 #endif
 }
 

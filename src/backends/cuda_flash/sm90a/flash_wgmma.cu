@@ -32,19 +32,44 @@ namespace {
 #ifndef ATTNKIT_FLASH_WGMMA_D256
 #define ATTNKIT_FLASH_WGMMA_D256 256, 64, 2, true
 #endif
-template <int D>
+// fp8 caches (ATTNKIT_FLASH_WGMMA_FP8_D{64,128,256}): the same tiles, the 16-bit stages
+// that fit beside the fp8 staging buffers (the last template argument): two buffers, so
+// that a tile's copies overlap the previous tile's conversion, except at head size 256,
+// where one is what fits beside two stages.
+#ifndef ATTNKIT_FLASH_WGMMA_FP8_D64
+#define ATTNKIT_FLASH_WGMMA_FP8_D64 64, 128, 4, true, false, 8, 2
+#endif
+#ifndef ATTNKIT_FLASH_WGMMA_FP8_D128
+#define ATTNKIT_FLASH_WGMMA_FP8_D128 128, 128, 2, true, false, 8, 2
+#endif
+#ifndef ATTNKIT_FLASH_WGMMA_FP8_D256
+#define ATTNKIT_FLASH_WGMMA_FP8_D256 256, 64, 2, true, false, 8, 1
+#endif
+template <int D, bool kFp8Cache>
 struct WgmmaTiles;
 template <>
-struct WgmmaTiles<64> {  // 145 KiB shared
+struct WgmmaTiles<64, false> {  // 145 KiB shared
   using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D64>;
 };
 template <>
-struct WgmmaTiles<128> {  // 225 KiB shared
+struct WgmmaTiles<128, false> {  // 225 KiB shared
   using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D128>;
 };
 template <>
-struct WgmmaTiles<256> {  // 193 KiB shared
+struct WgmmaTiles<256, false> {  // 193 KiB shared
   using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D256>;
+};
+template <>
+struct WgmmaTiles<64, true> {  // 177 KiB shared
+  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D64>;
+};
+template <>
+struct WgmmaTiles<128, true> {  // 225 KiB shared
+  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D128>;
+};
+template <>
+struct WgmmaTiles<256, true> {  // 225 KiB shared
+  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D256>;
 };
 
 // cuTensorMapEncodeTiled, looked up once through the runtime (no link against the driver
@@ -124,28 +149,43 @@ WgmmaKvMaps make_kv_maps(const PagedAttentionParams& p) {
   return maps;
 }
 
-template <int D, typename T>
+// KV: the cache's storage type, T or an fp8 type.
+template <int D, typename T, typename KV>
 void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                   const DevicePlan& plan) {
-  using C = typename WgmmaTiles<D>::type;
-  static const bool configured = allow_dynamic_smem(flash_wgmma_kernel<T, C>, C::kSmemBytes);
+  using C = typename WgmmaTiles<D, kIsFp8<KV>>::type;
+  static_assert(C::kSmemBytes <= 227u * 1024u, "an SM's shared memory");
+  static const bool configured = allow_dynamic_smem(flash_wgmma_kernel<T, KV, C>, C::kSmemBytes);
   (void)configured;
   if (count == 0) return;  // and DevicePlan::load_only: loaded above
   flash_trace_bind();      // the split merge's marks; nothing unless built with ATTNKIT_FLASH_TRACE
-  launch_kernel_ex(flash_wgmma_kernel<T, C>, dim3(count, p.num_kv_heads), dim3(C::kThreads),
+  launch_kernel_ex(flash_wgmma_kernel<T, KV, C>, dim3(count, p.num_kv_heads), dim3(C::kThreads),
                    C::kSmemBytes, static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p,
                    items, plan.partial_o, plan.partial_lse, plan.split_counters,
                    make_kv_maps<C>(p));
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_wgmma_kernel);
 }
 
+template <int D, typename T>
+void launch_cache_dtype(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
+                        const DevicePlan& plan) {
+  switch (p.kv_dtype) {
+    case ScalarType::kFp8E4M3:
+      return launch_typed<D, T, Fp8E4M3>(p, items, count, plan);
+    case ScalarType::kFp8E5M2:
+      return launch_typed<D, T, Fp8E5M2>(p, items, count, plan);
+    default:  // the compute dtype (launch_flash_attention checked)
+      return launch_typed<D, T, T>(p, items, count, plan);
+  }
+}
+
 template <int D>
 void launch_head_size(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                       const DevicePlan& plan) {
   if (p.q_dtype == ScalarType::kFloat16) {
-    launch_typed<D, __half>(p, items, count, plan);
+    launch_cache_dtype<D, __half>(p, items, count, plan);
   } else {
-    launch_typed<D, __nv_bfloat16>(p, items, count, plan);
+    launch_cache_dtype<D, __nv_bfloat16>(p, items, count, plan);
   }
 }
 
@@ -163,7 +203,8 @@ bool flash_wgmma_enabled() {
     // rather than assumed).
     cudaFuncAttributes attributes{};
     const cudaError_t status = cudaFuncGetAttributes(
-        &attributes, flash_wgmma_kernel<__nv_bfloat16, WgmmaTiles<128>::type>);
+        &attributes,
+        flash_wgmma_kernel<__nv_bfloat16, __nv_bfloat16, WgmmaTiles<128, false>::type>);
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
       return false;
@@ -179,13 +220,14 @@ int flash_wgmma_tma_box_rows(const PagedAttentionParams& p) {
   int device = 0;
   ATTNKIT_CUDA_CHECK(cudaGetDevice(&device));
   ATTNKIT_CUDA_CHECK(cudaSetDevice(device));
+  if (p.kv_dtype == ScalarType::kFp8E4M3 || p.kv_dtype == ScalarType::kFp8E5M2) return 0;
   switch (p.head_size) {
     case 64:
-      return make_kv_maps<WgmmaTiles<64>::type>(p).box_rows;
+      return make_kv_maps<WgmmaTiles<64, false>::type>(p).box_rows;
     case 128:
-      return make_kv_maps<WgmmaTiles<128>::type>(p).box_rows;
+      return make_kv_maps<WgmmaTiles<128, false>::type>(p).box_rows;
     case 256:
-      return make_kv_maps<WgmmaTiles<256>::type>(p).box_rows;
+      return make_kv_maps<WgmmaTiles<256, false>::type>(p).box_rows;
     default:
       return 0;
   }
