@@ -52,7 +52,10 @@ struct WgmmaFlashConfig {
   static constexpr uint32_t kFp8PartBytes = BN * D;  // one fp8 tile of K or V, unswizzled
   static constexpr uint32_t kBarrierOffset = kFp8StagingOffset + kFp8Buffers * 2u * kFp8PartBytes;
   // + 1024: the dynamic window is aligned up to 1024 bytes inside the kernel.
-  static constexpr size_t kSmemBytes = 1024u + kBarrierOffset + 32u * STAGES;
+  // fp8 caches: the consumers' query rows' 2^-shift (WgmmaConsumer::load_q), after the
+  // barriers.
+  static constexpr uint32_t kQUnscaleOffset = kBarrierOffset + 32u * STAGES;
+  static constexpr size_t kSmemBytes = 1024u + kQUnscaleOffset + (kFp8 ? 4u * kRows : 0u);
   // Shared memory the split merge may use from the aligned base (below the barriers).
   static constexpr size_t kMergeSmemBytes = kBarrierOffset;
   // Registers per thread after setmaxnreg: 128 * (producer + 2 * consumer) <= 64 Ki.

@@ -10,7 +10,8 @@
 //     whole tiles of a paged cache by the copy engine (TMA, one load per block and
 //     64-column slab, WgmmaKvMaps), the rest with cp.async (one block-table lookup per
 //     key; out-of-range keys zero-filled); fp8 caches through staging buffers, converted
-//     to T by the producer (produce_fp8_kv_tiles). Per stage, K and V each have a "full" mbarrier
+//     to fp16 by the producer (produce_fp8_kv_tiles; bf16 queries are then brought into
+//     fp16 row by row, WgmmaConsumer::load_q). Per stage, K and V each have a "full" mbarrier
 //     (every producer thread arrives, and the copy engine's bytes or the thread's cp.async
 //     copies land) and an "empty" one (every consumer warp arrives when it no longer reads
 //     them); the producer waits on "empty" before reusing a stage, so K of the next tiles
@@ -52,6 +53,10 @@ namespace attnkit::cuda {
 template <typename T, typename C>
 struct WgmmaConsumer {
   static constexpr int D = C::D, BN = C::BN, STAGES = C::STAGES, kChunks = C::kChunks;
+  // The matrix products' operand type: T, or fp16 over an fp8 cache (produce_fp8_kv_tiles),
+  // with bf16 queries brought into fp16's range row by row (kScaledQ, load_q).
+  using TC = std::conditional_t<C::kFp8, __half, T>;
+  static constexpr bool kScaledQ = !std::is_same_v<TC, T>;
 
   // What decides which tiles need the mask: the positions of this consumer's first and
   // last rows, and the visible keys of this thread's two rows.
@@ -76,6 +81,8 @@ struct WgmmaConsumer {
   const bool soft_cap;
   const float cap_in, cap_out;
   const float v_scale;
+  // kScaledQ: 2^-shift of this thread's two rows (h = 0, 1), taking their scores back.
+  float q_unscale[2] = {1.0f, 1.0f};
   float s[BN / 2];
   float o[D / 2];
   float m[2], l[2];
@@ -118,7 +125,7 @@ struct WgmmaConsumer {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int x = (r * 131 + (c * 8 + 2 * e) * 31) % 61;
-        w[e] = pack2<T>((x - 30) * 0.03f, (x % 7 - 3) * 0.05f);
+        w[e] = pack2<TC>((x - 30) * 0.03f, (x % 7 - 3) * 0.05f);
       }
       const uint32_t dst = q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
                            static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4);
@@ -149,8 +156,69 @@ struct WgmmaConsumer {
     }
     cp_async_commit();
     cp_async_wait<0>();
+    if constexpr (kScaledQ) {
+      named_barrier_sync(2 + wg, 128);  // rows were loaded by other threads
+      q_rows_to_fp16();
+    }
     fence_proxy_async();
     named_barrier_sync(2 + wg, 128);
+    if constexpr (kScaledQ) {
+      const float* unscale = reinterpret_cast<const float*>(smem.data + C::kQUnscaleOffset);
+      q_unscale[0] = unscale[row0 - item.row_begin];
+      q_unscale[1] = unscale[row0 + 8 - item.row_begin];
+    }
+  }
+
+  // kScaledQ: each bf16 row of this consumer's Q, in place, as fp16 times 2^shift so that
+  // its largest |q| lies in [2^14, 2^15) (as the fp8 decode's load_q_fragments_fp8: exact,
+  // bf16 has fewer significant bits than fp16, and the row's values that end below fp16's
+  // normal range are 2^28 times smaller than its largest); 2^-shift to the row's slot
+  // after the barriers. Two threads per row, half of its 16-byte chunks each.
+  __device__ __forceinline__ void q_rows_to_fp16() const {
+    constexpr int kHalf = kChunks / 2;
+    const int r = ctid >> 1, first = (ctid & 1) * kHalf;
+    uint4 v[kHalf];
+    float big = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const int c = first + i;
+      const uint32_t at = q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
+                          static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4);
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[i].x), "=r"(v[i].y), "=r"(v[i].z), "=r"(v[i].w)
+                   : "r"(at));
+      const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = unpack2<T>(w[k]);
+        big = fmaxf(big, fmaxf(fabsf(f.x), fabsf(f.y)));
+      }
+    }
+    big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, 1));
+    // 2^e <= big < 2^(e+1) (e = -127 for a zero row): shift 14 - e, kept inside fp32's
+    // normal range.
+    const int e = static_cast<int>((__float_as_uint(big) >> 23) & 0xffu) - 127;
+    const int shift = min(max(14 - e, -126), 126);
+    const float scale = ldexpf(1.0f, shift);
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const int c = first + i;
+      const uint32_t at = q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
+                          static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4);
+      uint32_t h[4];
+      const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = unpack2<T>(w[k]);
+        h[k] = pack2<__half>(f.x * scale, f.y * scale);
+      }
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(h[0]), "r"(h[1]),
+                   "r"(h[2]), "r"(h[3])
+                   : "memory");
+    }
+    if ((ctid & 1) == 0) {
+      reinterpret_cast<float*>(smem.data + C::kQUnscaleOffset)[wg * 64 + r] = ldexpf(1.0f, -shift);
+    }
   }
 
   // The pipeline over every tile (below), then the row sums across the quad.
@@ -258,9 +326,9 @@ struct WgmmaConsumer {
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
       const uint32_t in_slab = static_cast<uint32_t>(ks & 3) * 32u;
-      wgmma_ss<BN, T>(s, desc_advance(q_desc, (ks >> 2) * C::kQSlabBytes + in_slab),
-                      desc_advance(k_desc, stage_off + (ks >> 2) * C::kSlabBytes + in_slab),
-                      ks > 0 ? 1 : 0);
+      wgmma_ss<BN, TC>(s, desc_advance(q_desc, (ks >> 2) * C::kQSlabBytes + in_slab),
+                       desc_advance(k_desc, stage_off + (ks >> 2) * C::kSlabBytes + in_slab),
+                       ks > 0 ? 1 : 0);
     }
     wgmma_commit();
   }
@@ -271,7 +339,7 @@ struct WgmmaConsumer {
     const uint32_t stage_off = static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      wgmma_rs_tb<D, T>(o, pf[kk], desc_advance(v_desc, stage_off + kk * 16u * 128u), 1);
+      wgmma_rs_tb<D, TC>(o, pf[kk], desc_advance(v_desc, stage_off + kk * 16u * 128u), 1);
     }
     wgmma_commit();
   }
@@ -294,9 +362,13 @@ struct WgmmaConsumer {
       alpha[0] = alpha[1] = 1.0f;
       return;
     }
+    // kScaledQ: the scores are 2^shift times too large, per row (q_unscale): the soft-cap's
+    // input scale and the exponent's scale absorb that.
     if (soft_cap) {
 #pragma unroll
-      for (int i = 0; i < BN / 2; ++i) s[i] = cap_out * fast_tanh(s[i] * cap_in);
+      for (int i = 0; i < BN / 2; ++i) {
+        s[i] = cap_out * fast_tanh(s[i] * (kScaledQ ? cap_in * q_unscale[(i >> 1) & 1] : cap_in));
+      }
     }
     const int kb = kv_begin + tile * BN;
     const bool need_mask =
@@ -319,6 +391,7 @@ struct WgmmaConsumer {
     // serial chain of BN / 4 dependent operations.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
+      const float row_scale_log2 = kScaledQ && !soft_cap ? scale_log2 * q_unscale[h] : scale_log2;
       float mx4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
@@ -327,7 +400,7 @@ struct WgmmaConsumer {
       float mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx * scale_log2);
+      const float m_new = fmaxf(m[h], mx * row_scale_log2);
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
       alpha[h] = fast_exp2(m[h] - m_use);
       m[h] = m_new;
@@ -336,7 +409,7 @@ struct WgmmaConsumer {
       for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
         for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          const float pv = fast_exp2(fmaf(s[4 * j + e], scale_log2, -m_use));
+          const float pv = fast_exp2(fmaf(s[4 * j + e], row_scale_log2, -m_use));
           s[4 * j + e] = pv;
           sum4[j & 3] += pv;
         }
@@ -350,10 +423,10 @@ struct WgmmaConsumer {
   __device__ __forceinline__ void pack_p() {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      pf[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-      pf[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-      pf[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-      pf[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+      pf[kk][0] = pack2<TC>(s[8 * kk + 0], s[8 * kk + 1]);
+      pf[kk][1] = pack2<TC>(s[8 * kk + 2], s[8 * kk + 3]);
+      pf[kk][2] = pack2<TC>(s[8 * kk + 4], s[8 * kk + 5]);
+      pf[kk][3] = pack2<TC>(s[8 * kk + 6], s[8 * kk + 7]);
     }
   }
 
@@ -456,7 +529,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (threadIdx.x < 128) {
     sm90::setmaxnreg_dec<C::kProducerRegs>();
     if constexpr (C::kFp8) {
-      produce_fp8_kv_tiles<T, KV, C>(p, item, kv_head, smem);
+      produce_fp8_kv_tiles<KV, C>(p, item, kv_head, smem);
     } else {
       produce_kv_tiles<T, C>(p, item, kv_head, smem, maps);
     }

@@ -267,17 +267,21 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
 
 // The producer warpgroup over an fp8 cache (KV: Fp8E4M3 or Fp8E5M2; C::kFp8): the wgmma
 // operands stay 16-bit, so every tile is converted once in shared memory, by the producer,
-// rather than by the consumers, whose matrix products set the pace. Per tile: each thread
+// rather than by the consumers, whose matrix products set the pace. The operands are fp16
+// whatever the queries' dtype (the consumers bring bf16 queries into fp16, WgmmaConsumer::
+// load_q): one conversion instruction per pair of fp8 values, where bf16 takes four (fp8x2_to),
+// which at head size 128 held the producer longer than the consumers' products took
+// (bench/results/cuda.md, run 75). Per tile: each thread
 // copies its 16-byte chunks of the tile's fp8 K and V rows (cp.async; keys past kv_end
 // zero-filled) into staging buffer tile % kFp8Buffers, and once they have landed converts
-// those same chunks (no other thread reads them, so no barrier) exactly to T
+// those same chunks (no other thread reads them, so no barrier) exactly to fp16
 // (fp8_convert.cuh) into the stage's 128-byte-swizzled slabs: one 16-byte fp8 chunk is two
-// 16-byte chunks of T. It then makes its arrival on the stage's "full" barrier (K, then
+// 16-byte chunks of fp16. It then makes its arrival on the stage's "full" barrier (K, then
 // V); the copies of the next tile (with 2 buffers) are already under way. The cache's
 // scales are applied by the consumers (k_scale to the scores, v_scale to the output).
 // Thread mapping: kTpk threads per key row (D / 16 chunks of fp8, at most 8 threads), each
 // thread chunks sub, sub + kTpk, ...; 128 / kTpk keys per pass.
-template <typename T, typename KV, typename C>
+template <typename KV, typename C>
 __device__ __forceinline__ void produce_fp8_kv_tiles(const PagedAttentionParams& p,
                                                      const CudaWorkItem& item, int kv_head,
                                                      const WgmmaSmem<C>& smem) {
@@ -380,8 +384,8 @@ __device__ __forceinline__ void produce_fp8_kv_tiles(const PagedAttentionParams&
               "ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
               : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
               : "r"(src_tile + part * C::kFp8PartBytes + pass * kKeysPerPass * D + j * kTpk * 16));
-          const uint4 lo = fp8x8_to<T, KV>(make_uint2(raw.x, raw.y));
-          const uint4 hi = fp8x8_to<T, KV>(make_uint2(raw.z, raw.w));
+          const uint4 lo = fp8x8_to<__half, KV>(make_uint2(raw.x, raw.y));
+          const uint4 hi = fp8x8_to<__half, KV>(make_uint2(raw.z, raw.w));
           // Chunks 2 (c % 4) and + 1 of slab c / 4; the threads whose c / 4 is odd store
           // their second chunk first, so that each store's 8-thread phases hit 8 distinct
           // 16-byte bank groups.

@@ -337,7 +337,7 @@ std::vector<NamedCase> all_cases() {
   fp8_d256.requests = {{1, 3000}, {40, 200}, {1, 1}};
   add("FlashKvFp8E5M2D256SoftCapFp16", fp8_d256);
   // fp8 caches in the Hopper prefill kernel: its producer stages each tile's fp8 rows and
-  // converts them into the 16-bit slabs (one staging buffer at head size 256, two below),
+  // converts them into fp16 slabs (one staging buffer at head size 256, two below),
   // walking blocks smaller than a pass, not dividing a tile, and larger than a tile; keys
   // past each item's end zero-filled; other GPUs run the sm_80 kernels. Scales away from
   // 1, so that a missing k_scale or v_scale shows.
@@ -396,6 +396,13 @@ std::vector<NamedCase> all_cases() {
     add(std::string("FlashKv") + (kv == KvCacheDType::kFp8E4M3 ? "Fp8E4M3" : "Fp8E5M2") +
             "QueriesPastFp16Range",
         big_q);
+    // The Hopper prefill kernel does the same (its products are fp16 over fp8 caches):
+    // 128-row tiles of chunks after cached keys, still few keys per row.
+    GpuCase big_q_prefill = big_q;
+    big_q_prefill.requests = {{64, 70}, {40, 45}};
+    add(std::string("FlashPrefillKv") + (kv == KvCacheDType::kFp8E4M3 ? "Fp8E4M3" : "Fp8E5M2") +
+            "QueriesPastFp16Range",
+        big_q_prefill);
   }
   // Scales so large that almost every stored value is an fp8 subnormal (e4m3 below 2^-6,
   // e5m2 below 2^-14): CUDA_FLASH's conversions must keep them exactly (a
@@ -414,6 +421,13 @@ std::vector<NamedCase> all_cases() {
       add(std::string("FlashKv") + (kv == KvCacheDType::kFp8E4M3 ? "Fp8E4M3" : "Fp8E5M2") +
               "Subnormal" + (dtype == DType::kFloat16 ? "Fp16" : "Bf16"),
           sub);
+      // The same through the Hopper prefill kernel, whose producer converts the tiles to
+      // fp16 and whose consumers bring bf16 queries into fp16's range row by row.
+      GpuCase sub_prefill = sub;
+      sub_prefill.requests = {{300, 300}, {129, 400}};
+      add(std::string("FlashPrefillKv") + (kv == KvCacheDType::kFp8E4M3 ? "Fp8E4M3" : "Fp8E5M2") +
+              "Subnormal" + (dtype == DType::kFloat16 ? "Fp16" : "Bf16"),
+          sub_prefill);
     }
   }
   return out;
