@@ -24,7 +24,8 @@ const BackendCapabilities& flash_capabilities() {
 }
 
 // CUDA_FLASH feeds a 16-bit cache straight to the tensor cores, so it must hold the compute
-// dtype; an fp8 cache is converted to the compute dtype after each tile load. A reason when
+// dtype; an fp8 cache is converted after each tile load (to the compute dtype, or to fp16 in
+// the Hopper prefill kernel, which scales bf16 queries into fp16's range). A reason when
 // `kv_cache_dtype` is a 16-bit type other than the compute dtype, else empty.
 std::string flash_kv_dtype_reason(DType dtype, KvCacheDType kv_cache_dtype) {
   if (is_fp8(kv_cache_dtype) || scalar_type_of(kv_cache_dtype, dtype) == scalar_type_of(dtype)) {
