@@ -174,32 +174,57 @@ std::vector<NamedCase> all_cases() {
   // layouts; blocks of 48 keys divide no tile, so every tile goes by cp.async. At head
   // sizes 128 and 256 whole tiles of blocks of a multiple of 16 keys go by cp.async in
   // passes of 16 keys (one block-table entry per pass), other blocks (8, 48) key by key.
-  // Other GPUs run them on the sm_80 kernels.
-  struct CopyEngineCase {
+  // fp8 caches (the Fp8 cases): the producer stages each tile's fp8 rows and converts
+  // them into fp16 slabs (one staging buffer at head size 256, two below), walking blocks
+  // smaller than a pass, not dividing a tile, and larger than a tile; keys past each
+  // item's end zero-filled; scales away from 1, so that a missing k_scale or v_scale
+  // shows. Other GPUs run all of them on the sm_80 kernels.
+  struct PrefillTileCase {
     const char* name;
     int head_size;
     int block_size;
     KvLayout layout;
     DType dtype;
+    KvCacheDType kv;
   };
-  for (const CopyEngineCase& t :
-       {CopyEngineCase{"Block8NhdD64", 64, 8, KvLayout::kNHD, DType::kBFloat16},
-        CopyEngineCase{"Block64HndD64", 64, 64, KvLayout::kHND, DType::kFloat16},
-        CopyEngineCase{"Block128NhdD64", 64, 128, KvLayout::kNHD, DType::kFloat16},
-        CopyEngineCase{"Block256HndD64", 64, 256, KvLayout::kHND, DType::kBFloat16},
-        CopyEngineCase{"Block48NhdD64", 64, 48, KvLayout::kNHD, DType::kBFloat16},
-        CopyEngineCase{"Block8NhdD128", 128, 8, KvLayout::kNHD, DType::kBFloat16},
-        CopyEngineCase{"Block64NhdD128", 128, 64, KvLayout::kNHD, DType::kFloat16},
-        CopyEngineCase{"Block256HndD128", 128, 256, KvLayout::kHND, DType::kBFloat16},
-        CopyEngineCase{"Block32HndD256", 256, 32, KvLayout::kHND, DType::kBFloat16},
-        CopyEngineCase{"Block48NhdD256", 256, 48, KvLayout::kNHD, DType::kFloat16}}) {
+  constexpr KvCacheDType kSame = KvCacheDType::kAuto;
+  for (const PrefillTileCase& t :
+       {PrefillTileCase{"CopyEngineBlock8NhdD64", 64, 8, KvLayout::kNHD, DType::kBFloat16, kSame},
+        PrefillTileCase{"CopyEngineBlock64HndD64", 64, 64, KvLayout::kHND, DType::kFloat16, kSame},
+        PrefillTileCase{"CopyEngineBlock128NhdD64", 64, 128, KvLayout::kNHD, DType::kFloat16,
+                        kSame},
+        PrefillTileCase{"CopyEngineBlock256HndD64", 64, 256, KvLayout::kHND, DType::kBFloat16,
+                        kSame},
+        PrefillTileCase{"CopyEngineBlock48NhdD64", 64, 48, KvLayout::kNHD, DType::kBFloat16, kSame},
+        PrefillTileCase{"CopyEngineBlock8NhdD128", 128, 8, KvLayout::kNHD, DType::kBFloat16, kSame},
+        PrefillTileCase{"CopyEngineBlock64NhdD128", 128, 64, KvLayout::kNHD, DType::kFloat16,
+                        kSame},
+        PrefillTileCase{"CopyEngineBlock256HndD128", 128, 256, KvLayout::kHND, DType::kBFloat16,
+                        kSame},
+        PrefillTileCase{"CopyEngineBlock32HndD256", 256, 32, KvLayout::kHND, DType::kBFloat16,
+                        kSame},
+        PrefillTileCase{"CopyEngineBlock48NhdD256", 256, 48, KvLayout::kNHD, DType::kFloat16,
+                        kSame},
+        PrefillTileCase{"Fp8E5M2Block48NhdD64", 64, 48, KvLayout::kNHD, DType::kBFloat16,
+                        KvCacheDType::kFp8E5M2},
+        PrefillTileCase{"Fp8E4M3Block8NhdD128", 128, 8, KvLayout::kNHD, DType::kBFloat16,
+                        KvCacheDType::kFp8E4M3},
+        PrefillTileCase{"Fp8E5M2Block256HndD128", 128, 256, KvLayout::kHND, DType::kFloat16,
+                        KvCacheDType::kFp8E5M2},
+        PrefillTileCase{"Fp8E4M3Block32HndD256", 256, 32, KvLayout::kHND, DType::kFloat16,
+                        KvCacheDType::kFp8E4M3}}) {
     GpuCase c = long_prefill;
     c.head_size = t.head_size;
     c.block_size = t.block_size;
     c.layout = t.layout;
     c.dtype = t.dtype;
+    c.kv_dtype = t.kv;
+    if (t.kv != kSame) {
+      c.k_scale = 0.04f;
+      c.v_scale = 0.02f;
+    }
     c.requests = {{700, 700}, {300, 1000}, {1, 33}};
-    add(std::string("FlashPrefillCopyEngine") + t.name, c);
+    add(std::string("FlashPrefill") + t.name, c);
   }
   // fp8 caches with scales (CUDA_FLASH converts each landed tile to the compute dtype,
   // CUDA_PAGED each element it reads) and, CUDA_PAGED only, a 16-bit cache of the other
@@ -336,38 +361,6 @@ std::vector<NamedCase> all_cases() {
   fp8_d256.v_scale = 0.25f;
   fp8_d256.requests = {{1, 3000}, {40, 200}, {1, 1}};
   add("FlashKvFp8E5M2D256SoftCapFp16", fp8_d256);
-  // fp8 caches in the Hopper prefill kernel: its producer stages each tile's fp8 rows and
-  // converts them into fp16 slabs (one staging buffer at head size 256, two below),
-  // walking blocks smaller than a pass, not dividing a tile, and larger than a tile; keys
-  // past each item's end zero-filled; other GPUs run the sm_80 kernels. Scales away from
-  // 1, so that a missing k_scale or v_scale shows.
-  struct Fp8PrefillCase {
-    const char* name;
-    int head_size;
-    int block_size;
-    KvLayout layout;
-    DType dtype;
-    KvCacheDType kv;
-  };
-  for (const Fp8PrefillCase& t : {Fp8PrefillCase{"Fp8E5M2Block48NhdD64", 64, 48, KvLayout::kNHD,
-                                                 DType::kBFloat16, KvCacheDType::kFp8E5M2},
-                                  Fp8PrefillCase{"Fp8E4M3Block8NhdD128", 128, 8, KvLayout::kNHD,
-                                                 DType::kBFloat16, KvCacheDType::kFp8E4M3},
-                                  Fp8PrefillCase{"Fp8E5M2Block256HndD128", 128, 256, KvLayout::kHND,
-                                                 DType::kFloat16, KvCacheDType::kFp8E5M2},
-                                  Fp8PrefillCase{"Fp8E4M3Block32HndD256", 256, 32, KvLayout::kHND,
-                                                 DType::kFloat16, KvCacheDType::kFp8E4M3}}) {
-    GpuCase c = long_prefill;
-    c.head_size = t.head_size;
-    c.block_size = t.block_size;
-    c.layout = t.layout;
-    c.dtype = t.dtype;
-    c.kv_dtype = t.kv;
-    c.k_scale = 0.04f;
-    c.v_scale = 0.02f;
-    c.requests = {{700, 700}, {300, 1000}, {1, 33}};
-    add(std::string("FlashPrefill") + t.name, c);
-  }
   GpuCase fp8_sinks = long_prefill;
   fp8_sinks.kv_dtype = KvCacheDType::kFp8E4M3;
   fp8_sinks.k_scale = 0.06f;

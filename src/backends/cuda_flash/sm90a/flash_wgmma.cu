@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "attnkit/core/options.h"
 #include "backends/cuda_flash/flash_wgmma.h"
@@ -45,31 +46,21 @@ namespace {
 #ifndef ATTNKIT_FLASH_WGMMA_FP8_D256
 #define ATTNKIT_FLASH_WGMMA_FP8_D256 256, 64, 2, true, false, 8, 1
 #endif
+// The configuration of head size D over a 16-bit cache (kFp8Cache false) or an fp8 one.
+// Shared memory: 145, 225 and 193 KiB at head sizes 64, 128 and 256 (16-bit caches); 177,
+// 225 and 225 KiB (fp8).
 template <int D, bool kFp8Cache>
-struct WgmmaTiles;
-template <>
-struct WgmmaTiles<64, false> {  // 145 KiB shared
-  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D64>;
-};
-template <>
-struct WgmmaTiles<128, false> {  // 225 KiB shared
-  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D128>;
-};
-template <>
-struct WgmmaTiles<256, false> {  // 193 KiB shared
-  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D256>;
-};
-template <>
-struct WgmmaTiles<64, true> {  // 177 KiB shared
-  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D64>;
-};
-template <>
-struct WgmmaTiles<128, true> {  // 225 KiB shared
-  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D128>;
-};
-template <>
-struct WgmmaTiles<256, true> {  // 225 KiB shared
-  using type = WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D256>;
+struct WgmmaTiles {
+  static_assert(D == 64 || D == 128 || D == 256, "the head sizes of kFlashHeadSizes");
+  template <typename D64, typename D128, typename D256>
+  using ByHeadSize = std::conditional_t<D == 64, D64, std::conditional_t<D == 128, D128, D256>>;
+  using type = std::conditional_t<kFp8Cache,
+                                  ByHeadSize<WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D64>,
+                                             WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D128>,
+                                             WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_FP8_D256>>,
+                                  ByHeadSize<WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D64>,
+                                             WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D128>,
+                                             WgmmaFlashConfig<ATTNKIT_FLASH_WGMMA_D256>>>;
 };
 
 // cuTensorMapEncodeTiled, looked up once through the runtime (no link against the driver
