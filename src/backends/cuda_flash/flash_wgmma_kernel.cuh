@@ -32,6 +32,7 @@
 //   Q [2 consumers][D/64 slabs][64 rows][64] | stage s: K [D/64][BN][64], V [D/64][BN][64]
 //   | fp8 caches: staging buffer b: K [BN][D], V [BN][D] (bytes, unswizzled)
 //   | full_k, full_v, empty_k, empty_v mbarriers [STAGES] each
+//   | fp8 caches: the consumers' Q rows' 2^-shift [2 consumers][64] floats
 
 #include <type_traits>
 

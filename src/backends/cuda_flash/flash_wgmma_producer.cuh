@@ -268,19 +268,19 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
 // The producer warpgroup over an fp8 cache (KV: Fp8E4M3 or Fp8E5M2; C::kFp8): the wgmma
 // operands stay 16-bit, so every tile is converted once in shared memory, by the producer,
 // rather than by the consumers, whose matrix products set the pace. The operands are fp16
-// whatever the queries' dtype (the consumers bring bf16 queries into fp16, WgmmaConsumer::
-// load_q): one conversion instruction per pair of fp8 values, where bf16 takes four (fp8x2_to),
-// which at head size 128 held the producer longer than the consumers' products took
-// (bench/results/cuda.md, run 75). Per tile: each thread
-// copies its 16-byte chunks of the tile's fp8 K and V rows (cp.async; keys past kv_end
-// zero-filled) into staging buffer tile % kFp8Buffers, and once they have landed converts
-// those same chunks (no other thread reads them, so no barrier) exactly to fp16
-// (fp8_convert.cuh) into the stage's 128-byte-swizzled slabs: one 16-byte fp8 chunk is two
-// 16-byte chunks of fp16. It then makes its arrival on the stage's "full" barrier (K, then
-// V); the copies of the next tile (with 2 buffers) are already under way. The cache's
-// scales are applied by the consumers (k_scale to the scores, v_scale to the output).
-// Thread mapping: kTpk threads per key row (D / 16 chunks of fp8, at most 8 threads), each
-// thread chunks sub, sub + kTpk, ...; 128 / kTpk keys per pass.
+// whatever the queries' dtype (the consumers bring bf16 queries into fp16's range,
+// WgmmaConsumer::load_q): one conversion instruction per pair of fp8 values where bf16
+// takes four (fp8x2_to), x0.96 of the time at (2,8192) d128 and x0.92 at d256 on an H100
+// (bench/results/cuda.md, run 76). Per tile: each thread copies its 16-byte chunks of the
+// tile's fp8 K and V rows (cp.async; keys past kv_end zero-filled) into staging buffer
+// tile % kFp8Buffers, and once they have landed converts those same chunks (no other
+// thread reads them, so no barrier) exactly to fp16 (fp8_convert.cuh) into the stage's
+// 128-byte-swizzled slabs: one 16-byte fp8 chunk is two 16-byte chunks of fp16. It then
+// makes its arrival on the stage's "full" barrier (K, then V); the copies of the next tile
+// (with 2 buffers) are already under way. The cache's scales are applied by the consumers
+// (k_scale to the scores, v_scale to the output). Thread mapping: kTpk threads per key row
+// (D / 16 chunks of fp8, at most 8 threads), thread `sub` copying chunks sub, sub + kTpk,
+// ...; 128 / kTpk keys per pass.
 template <typename KV, typename C>
 __device__ __forceinline__ void produce_fp8_kv_tiles(const PagedAttentionParams& p,
                                                      const CudaWorkItem& item, int kv_head,
