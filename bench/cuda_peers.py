@@ -3,7 +3,7 @@
 torch's scaled_dot_product_attention with its cuDNN and FLASH backends (contiguous K/V, GQA
 through enable_gqa) and, when it imports, FlashInfer over a paged cache of 16-token pages
 (decode: the CUDA-core and the tensor-core wrappers, fp8 e4m3 decode; prefill: the fa3
-backend).
+backend, also over an fp8 e4m3 cache, where SDPA has no fp8 K/V and skips).
 
     python3 bench/cuda_peers.py [--ours cuda_bench.json] [--json peers.json]
                                 [--markdown peers.md] [--only TEXT] [--no-flashinfer]
@@ -69,7 +69,8 @@ SHAPES = [Shape("decode", 1, 16384, 32, 8, 128), Shape("decode", 16, 4096, 32, 8
           Shape("decode", 64, 2048, 32, 8, 128, fp8=True),
           Shape("prefill", 8, 2048, 16, 16, 128), Shape("prefill", 2, 8192, 16, 16, 128),
           Shape("prefill", 1, 16384, 16, 16, 128), Shape("prefill", 2, 8192, 32, 32, 64),
-          Shape("prefill", 2, 8192, 8, 8, 256), Shape("prefill", 4, 4096, 32, 8, 128)]
+          Shape("prefill", 2, 8192, 8, 8, 256), Shape("prefill", 4, 4096, 32, 8, 128),
+          Shape("prefill", 2, 8192, 16, 16, 128, fp8=True)]
 
 
 def random_bf16(gen, *size):
