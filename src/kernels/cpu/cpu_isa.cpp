@@ -173,7 +173,8 @@ int decode_prefetch_tiles() {
       if (std::strcmp(vendor, "GenuineIntel") == 0) return 1;
       // AMD family 0x19 models 0x00-0x0f: Zen 3 (EPYC Milan). 1 tile ahead against 4, one
       // thread from DRAM: x1.02-1.11 on the decode shapes of cpu_attention_bench
-      // (bench/results/cpu_flash_avx2.md); Zen 4 (family 0x19 as well, other models) keeps 4.
+      // (bench/results/cpu_flash_avx2.md); Zen 4 (family 0x19 as well, other models) takes
+      // the default below.
       if (std::strcmp(vendor, "AuthenticAMD") == 0 && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0) {
         const unsigned family = ((eax >> 8) & 0xfu) + ((eax >> 20) & 0xffu);
         const unsigned model = ((eax >> 4) & 0xfu) | (((eax >> 16) & 0xfu) << 4);
@@ -181,7 +182,11 @@ int decode_prefetch_tiles() {
       }
     }
 #endif
-    return 4;
+    // Zen 4 (AMD EPYC family 0x19 model 0x11): 2 tiles against 4, 7 alternating rounds,
+    // x1.01-1.20 on the AVX-512 decode shapes and x0.96-1.16 with the AVX2 kernels
+    // (bench/results/cpu_flash.md, 2026-12-07); every machine measured so far ran best at 1
+    // or 2.
+    return 2;
   }();
   return tiles;
 }

@@ -22,12 +22,14 @@ inline void prefetch_l2(const void* p) {
 #endif
 }
 
-// Key tiles ahead that CPU_FLASH's decode loops prefetch: 1 on Intel CPUs and AMD Zen 3, 4
+// Key tiles ahead that CPU_FLASH's decode loops prefetch: 1 on Intel CPUs and AMD Zen 3, 2
 // on others, each the best measured on its machine (bench/results/cpu_flash.md,
-// cpu_flash_avx2.md): on a Zen 4 machine 4 among 1, 2, 4, 6 and 8 (1 and 2 left the strided
-// NHD case waiting); on an Intel Xeon (AMX, a KVM guest) 1 and 2 against 4 ran 3-13% faster
-// on the AVX-512 kernels and 3-5% on the AVX2 ones, 8 ran 5-9% slower, none at all 23-33%
-// slower; on an AMD EPYC Zen 3 guest (AVX2) 1 against 4 x1.02-1.11 with one thread, 2 no
+// cpu_flash_avx2.md): on a Zen 4 machine 4 among 1, 2, 4, 6 and 8 in an early round (1 and 2
+// left the strided NHD case waiting), then, with the kernels of 2026-12-07 (head packing,
+// 16-key tiles, prefetches spread through the loops), 2 against 4 x1.01-1.20 (AVX-512) and
+// x0.96-1.16 (AVX2 forced), 1 close to 2; on an Intel Xeon (AMX, a KVM guest) 1 and 2 against 4 ran
+// 3-13% faster on the AVX-512 kernels and 3-5% on the AVX2 ones, 8 ran 5-9% slower, none at all
+// 23-33% slower; on an AMD EPYC Zen 3 guest (AVX2) 1 against 4 x1.02-1.11 with one thread, 2 no
 // better than 1, 6 and 8 slower. Read once.
 int decode_prefetch_tiles();
 
