@@ -478,10 +478,7 @@ __device__ __forceinline__ void load_q_fragments_fp8(uint32_t (&q_frag)[1][C::D 
     }
     big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, 1));
     big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, 2));
-    // 2^e <= big < 2^(e+1) (e = -127 for a zero row): shift 14 - e, kept inside fp32's
-    // normal range.
-    const int e = static_cast<int>((__float_as_uint(big) >> 23) & 0xffu) - 127;
-    const int shift = min(max(14 - e, -126), 126);
+    const int shift = fp16_row_shift(big);
     q_scale[h] = ldexpf(1.0f, shift);
     q_unscale[h] = ldexpf(1.0f, -shift);
   }

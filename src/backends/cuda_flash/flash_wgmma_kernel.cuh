@@ -117,6 +117,13 @@ struct WgmmaConsumer {
         cap_out(soft_cap ? params.soft_cap / score_scale : 0.0f),
         v_scale(C::kFp8 ? params.v_scale : 1.0f) {}
 
+  // Shared address of 16-byte chunk c of row r of this consumer's Q, swizzled like the K/V
+  // slabs.
+  __device__ __forceinline__ uint32_t q_chunk(int r, int c) const {
+    return q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
+           static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4);
+  }
+
   // Timing ablation (bit 1): Q filled from registers, no global load.
   __device__ __forceinline__ void fill_q_pattern() {
     using namespace sm90;
@@ -128,8 +135,7 @@ struct WgmmaConsumer {
         const int x = (r * 131 + (c * 8 + 2 * e) * 31) % 61;
         w[e] = pack2<TC>((x - 30) * 0.03f, (x % 7 - 3) * 0.05f);
       }
-      const uint32_t dst = q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
-                           static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4);
+      const uint32_t dst = q_chunk(r, c);
       asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(w[0]), "r"(w[1]),
                    "r"(w[2]), "r"(w[3])
                    : "memory");
@@ -151,9 +157,7 @@ struct WgmmaConsumer {
                (kv_head * group + row % group) * p.q_head_stride + c * 8;
         bytes = 16;
       }
-      cp_async_16(q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
-                      static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4),
-                  src, bytes);
+      cp_async_16(q_chunk(r, c), src, bytes);
     }
     cp_async_commit();
     cp_async_wait<0>();
@@ -170,10 +174,8 @@ struct WgmmaConsumer {
     }
   }
 
-  // kScaledQ: each bf16 row of this consumer's Q, in place, as fp16 times 2^shift so that
-  // its largest |q| lies in [2^14, 2^15) (as the fp8 decode's load_q_fragments_fp8: exact,
-  // bf16 has fewer significant bits than fp16, and the row's values that end below fp16's
-  // normal range are 2^28 times smaller than its largest); 2^-shift to the row's slot
+  // kScaledQ: each bf16 row of this consumer's Q, in place, as fp16 times 2^shift
+  // (fp16_row_shift, as the fp8 decode's load_q_fragments_fp8); 2^-shift to the row's slot
   // after the barriers. Two threads per row, half of its 16-byte chunks each.
   __device__ __forceinline__ void q_rows_to_fp16() const {
     constexpr int kHalf = kChunks / 2;
@@ -183,8 +185,7 @@ struct WgmmaConsumer {
 #pragma unroll
     for (int i = 0; i < kHalf; ++i) {
       const int c = first + i;
-      const uint32_t at = q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
-                          static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4);
+      const uint32_t at = q_chunk(r, c);
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(v[i].x), "=r"(v[i].y), "=r"(v[i].z), "=r"(v[i].w)
                    : "r"(at));
@@ -196,16 +197,12 @@ struct WgmmaConsumer {
       }
     }
     big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, 1));
-    // 2^e <= big < 2^(e+1) (e = -127 for a zero row): shift 14 - e, kept inside fp32's
-    // normal range.
-    const int e = static_cast<int>((__float_as_uint(big) >> 23) & 0xffu) - 127;
-    const int shift = min(max(14 - e, -126), 126);
+    const int shift = fp16_row_shift(big);
     const float scale = ldexpf(1.0f, shift);
 #pragma unroll
     for (int i = 0; i < kHalf; ++i) {
       const int c = first + i;
-      const uint32_t at = q_base + (c >> 3) * C::kQSlabBytes + r * 128u +
-                          static_cast<uint32_t>(((c & 7) ^ (r & 7)) << 4);
+      const uint32_t at = q_chunk(r, c);
       uint32_t h[4];
       const uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
 #pragma unroll

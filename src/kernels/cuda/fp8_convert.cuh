@@ -67,6 +67,17 @@ __device__ __forceinline__ uint32_t fp8x2_high_to_half2(uint32_t word) {
 #endif
 }
 
+// fp16 products over an fp8 cache with bf16 (or fp16) queries: the exponent `shift` of the
+// power of two that brings a query row whose largest |q| is `big` into [2^14, 2^15) (exact:
+// T has at most fp16's 11 significant bits, and the row's values that end below fp16's
+// normal range are 2^28 times smaller than its largest). With 2^e <= big < 2^(e+1) (e = -127
+// for a zero row) it is 14 - e, kept inside fp32's normal range; the row's scores are then
+// 2^shift times too large.
+__device__ __forceinline__ int fp16_row_shift(float big) {
+  const int e = static_cast<int>((__float_as_uint(big) >> 23) & 0xffu) - 127;
+  return min(max(14 - e, -126), 126);
+}
+
 // Eight fp8 values (8 bytes) -> eight T values (16 bytes), exactly.
 template <typename T, typename KV>
 __device__ __forceinline__ uint4 fp8x8_to(uint2 v) {
