@@ -82,6 +82,56 @@ struct PassAddressing {
   uint32_t k_token_bytes, v_token_bytes;
 };
 
+// Whether an item's whole tiles of a paged cache of T can be read in passes of 16 keys
+// (PassAddressing's conditions; produce_kv_tiles spells them out in place, where a call
+// changed the 16-bit kernels' machine code and time).
+template <typename T>
+__device__ __forceinline__ bool by_passes_possible(const PagedAttentionParams& p,
+                                                   const int32_t* block_row, int block_size,
+                                                   int kv_begin) {
+  constexpr int64_t kBytes = sizeof(T), kMax32 = 0xffffffffLL;
+  return block_row != nullptr && block_size % 16 == 0 && kv_begin % 16 == 0 &&
+         p.k_block_stride * kBytes <= kMax32 && p.v_block_stride * kBytes <= kMax32 &&
+         p.k_token_stride * kBytes * block_size <= kMax32 &&
+         p.v_token_stride * kBytes * block_size <= kMax32;
+}
+
+// PassAddressing for the thread whose chunks start at k_base / v_base (head and chunk
+// folded in) and whose key is key_in_group of each group of 16 keys.
+template <typename T>
+__device__ __forceinline__ PassAddressing make_pass_addressing(const PagedAttentionParams& p,
+                                                               const T* k_base, const T* v_base,
+                                                               int key_in_group) {
+  constexpr int64_t kBytes = sizeof(T);
+  PassAddressing a;
+  a.k_token_bytes = static_cast<uint32_t>(p.k_token_stride * kBytes);
+  a.v_token_bytes = static_cast<uint32_t>(p.v_token_stride * kBytes);
+  a.k_thread = reinterpret_cast<const char*>(k_base) + key_in_group * a.k_token_bytes;
+  a.v_thread = reinterpret_cast<const char*>(v_base) + key_in_group * a.v_token_bytes;
+  a.k_block_bytes = static_cast<uint32_t>(p.k_block_stride * kBytes);
+  a.v_block_bytes = static_cast<uint32_t>(p.v_block_stride * kBytes);
+  return a;
+}
+
+// The block-table rows and first slots of a whole tile's kGroups groups of 16 keys, each in
+// one block; `block` and `slot` are those of the tile's first key, stepped here to the next
+// tile's (no division, no per-key test).
+template <int kGroups>
+__device__ __forceinline__ void whole_tile_groups(const int32_t* block_row, int block_size,
+                                                  int& block, int& slot, uint32_t (&row)[kGroups],
+                                                  int (&group_slot)[kGroups]) {
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    row[g] = static_cast<uint32_t>(block_row[block]);
+    group_slot[g] = slot;
+    slot += 16;
+    if (slot == block_size) {
+      slot = 0;
+      ++block;
+    }
+  }
+}
+
 // One whole tile (keys [kb, kb + BN), all before kv_end) by cp.async in passes of 16 keys
 // (PassAddressing): `block` and `slot` are the block index and slot of key kb, stepped
 // here to those of kb + BN. Copies as produce_kv_tiles' general path (the same threads,
@@ -96,16 +146,7 @@ __device__ __forceinline__ void produce_whole_tile_by_passes(
   constexpr int kPasses = C::BN / 16;
   uint32_t row[kPasses];
   int pass_slot[kPasses];
-#pragma unroll
-  for (int pass = 0; pass < kPasses; ++pass) {
-    row[pass] = static_cast<uint32_t>(block_row[block]);
-    pass_slot[pass] = slot;
-    slot += 16;
-    if (slot == block_size) {
-      slot = 0;
-      ++block;
-    }
-  }
+  whole_tile_groups(block_row, block_size, block, slot, row, pass_slot);
 #pragma unroll
   for (int part = 0; part < 2; ++part) {
     const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
@@ -176,16 +217,7 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
                          p.v_token_stride * kBytes * block_size <= kMax32;
   PassAddressing pass_addr{};
   int pass_block = 0, pass_slot = 0, pass_next_key = -1;  // the key pass_block/slot is at
-  if (by_passes) {
-    pass_addr.k_token_bytes = static_cast<uint32_t>(p.k_token_stride * kBytes);
-    pass_addr.v_token_bytes = static_cast<uint32_t>(p.v_token_stride * kBytes);
-    pass_addr.k_thread =
-        reinterpret_cast<const char*>(k_base) + key_in_pass * pass_addr.k_token_bytes;
-    pass_addr.v_thread =
-        reinterpret_cast<const char*>(v_base) + key_in_pass * pass_addr.v_token_bytes;
-    pass_addr.k_block_bytes = static_cast<uint32_t>(p.k_block_stride * kBytes);
-    pass_addr.v_block_bytes = static_cast<uint32_t>(p.v_block_stride * kBytes);
-  }
+  if (by_passes) pass_addr = make_pass_addressing(p, k_base, v_base, key_in_pass);
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = tile % STAGES;
     const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
@@ -272,10 +304,11 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
 // WgmmaConsumer::load_q): one conversion instruction per pair of fp8 values where bf16
 // takes four (fp8x2_to), x0.96 of the time at (2,8192) d128 and x0.92 at d256 on an H100
 // (bench/results/cuda.md, run 76). Per tile: each thread copies its 16-byte chunks of the
-// tile's fp8 K and V rows (cp.async; keys past kv_end zero-filled) into staging buffer
-// tile % kFp8Buffers, and once they have landed converts those same chunks (no other
-// thread reads them, so no barrier) exactly to fp16 (fp8_convert.cuh) into the stage's
-// 128-byte-swizzled slabs: one 16-byte fp8 chunk is two 16-byte chunks of fp16. It then
+// tile's fp8 K and V rows (cp.async: whole tiles of a paged cache by groups of 16 keys in
+// one block, as produce_whole_tile_by_passes; the rest key by key, keys past kv_end
+// zero-filled) into staging buffer tile % kFp8Buffers, and once they have landed converts those
+// same chunks (no other thread reads them, so no barrier) exactly to fp16 (fp8_convert.cuh) into
+// the stage's 128-byte-swizzled slabs: one 16-byte fp8 chunk is two 16-byte chunks of fp16. It then
 // makes its arrival on the stage's "full" barrier (K, then V); the copies of the next tile
 // (with 2 buffers) are already under way. The cache's scales are applied by the consumers
 // (k_scale to the scores, v_scale to the output). Thread mapping: kTpk threads per key row
@@ -312,6 +345,18 @@ __device__ __forceinline__ void produce_fp8_kv_tiles(const PagedAttentionParams&
   // in order, so the walk only ever steps forward: no division per key).
   int walk_block = (kv_begin + key_in_pass) / block_size;
   int walk_slot = kv_begin + key_in_pass - walk_block * block_size;
+  // Whole tiles of a paged cache that PassAddressing can describe go by groups of 16 keys
+  // in one block, as produce_whole_tile_by_passes (a pass of kKeysPerPass keys is
+  // kGroupsPerPass groups; the thread's key is in group key_in_pass / 16 of each pass); the
+  // rest by the per-key walk below, which then starts again from the tile's first key.
+  constexpr int kGroups = BN / 16, kGroupsPerPass = kKeysPerPass / 16;
+  static_assert(kKeysPerPass % 16 == 0, "passes of whole groups of 16 keys");
+  const bool by_passes = by_passes_possible<uint8_t>(p, block_row, block_size, kv_begin);
+  PassAddressing pass_addr{};
+  if (by_passes) pass_addr = make_pass_addressing(p, k_base, v_base, key_in_pass % 16);
+  const int group_in_pass = key_in_pass / 16;
+  int pass_block = 0, pass_slot = 0, pass_next_key = -1;  // the key pass_block/slot is at
+  bool walk_stale = false;
   // This thread's first staged chunk: buffer 0, K, pass 0.
   const uint32_t staging =
       smem.base + C::kFp8StagingOffset + static_cast<uint32_t>(key_in_pass * D + sub * 16);
@@ -322,6 +367,49 @@ __device__ __forceinline__ void produce_fp8_kv_tiles(const PagedAttentionParams&
     const int kb = kv_begin + tile * BN;
     const uint32_t dst_tile =
         staging + static_cast<uint32_t>(tile % kBuffers) * 2u * C::kFp8PartBytes;
+    if (by_passes && kb + BN <= kv_end) {
+      if (kb != pass_next_key) {
+        pass_block = kb / block_size;
+        pass_slot = kb - pass_block * block_size;
+      }
+      uint32_t row[kGroups];
+      int group_slot[kGroups];
+      whole_tile_groups(block_row, block_size, pass_block, pass_slot, row, group_slot);
+      pass_next_key = kb + BN;
+      walk_stale = true;
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        uint32_t r = row[pass * kGroupsPerPass];
+        int s = group_slot[pass * kGroupsPerPass];
+#pragma unroll
+        for (int h = 1; h < kGroupsPerPass; ++h) {
+          if (group_in_pass == h) {
+            r = row[pass * kGroupsPerPass + h];
+            s = group_slot[pass * kGroupsPerPass + h];
+          }
+        }
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+          const uint64_t offset = static_cast<uint64_t>(r) * (part == 0 ? pass_addr.k_block_bytes
+                                                                        : pass_addr.v_block_bytes) +
+                                  static_cast<uint32_t>(s) * (part == 0 ? pass_addr.k_token_bytes
+                                                                        : pass_addr.v_token_bytes);
+          const char* src = (part == 0 ? pass_addr.k_thread : pass_addr.v_thread) + offset;
+          const uint32_t dst = dst_tile + part * C::kFp8PartBytes + pass * kKeysPerPass * D;
+#pragma unroll
+          for (int j = 0; j < kThreadChunks; ++j) {
+            cp_async_16(dst + j * kTpk * 16, src + j * kTpk * 16, 16);
+          }
+        }
+      }
+      cp_async_commit();
+      return;
+    }
+    if (walk_stale) {
+      walk_block = (kb + key_in_pass) / block_size;
+      walk_slot = kb + key_in_pass - walk_block * block_size;
+      walk_stale = false;
+    }
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int kpos = kb + pass * kKeysPerPass + key_in_pass;
@@ -370,6 +458,21 @@ __device__ __forceinline__ void produce_fp8_kv_tiles(const PagedAttentionParams&
         smem.base + C::kKvOffset + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
 #pragma unroll
     for (int part = 0; part < 2; ++part) {
+      // All of the part's staged chunks are loaded first, before the wait for the stage:
+      // their latencies overlap each other and the wait instead of each delaying its own
+      // conversion (x0.94 at (2,8192) d128 and x0.83 at d256 on an H100, run 78).
+      uint4 raws[kPasses][kThreadChunks];
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+#pragma unroll
+        for (int j = 0; j < kThreadChunks; ++j) {
+          uint4& raw = raws[pass][j];
+          asm volatile(
+              "ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+              : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
+              : "r"(src_tile + part * C::kFp8PartBytes + pass * kKeysPerPass * D + j * kTpk * 16));
+        }
+      }
       if (tile >= STAGES) {
         mbarrier_wait((part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage, reuse_parity);
       }
@@ -379,11 +482,7 @@ __device__ __forceinline__ void produce_fp8_kv_tiles(const PagedAttentionParams&
 #pragma unroll
         for (int j = 0; j < kThreadChunks; ++j) {
           const int c = sub + j * kTpk;  // fp8 chunk: elements [16 c, 16 c + 16)
-          uint4 raw;
-          asm volatile(
-              "ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-              : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
-              : "r"(src_tile + part * C::kFp8PartBytes + pass * kKeysPerPass * D + j * kTpk * 16));
+          const uint4 raw = raws[pass][j];
           const uint4 lo = fp8x8_to<__half, KV>(make_uint2(raw.x, raw.y));
           const uint4 hi = fp8x8_to<__half, KV>(make_uint2(raw.z, raw.w));
           // Chunks 2 (c % 4) and + 1 of slab c / 4; the threads whose c / 4 is odd store

@@ -175,10 +175,11 @@ std::vector<NamedCase> all_cases() {
   // sizes 128 and 256 whole tiles of blocks of a multiple of 16 keys go by cp.async in
   // passes of 16 keys (one block-table entry per pass), other blocks (8, 48) key by key.
   // fp8 caches (the Fp8 cases): the producer stages each tile's fp8 rows and converts
-  // them into fp16 slabs (one staging buffer at head size 256, two below), walking blocks
-  // smaller than a pass, not dividing a tile, and larger than a tile; keys past each
-  // item's end zero-filled; scales away from 1, so that a missing k_scale or v_scale
-  // shows. Other GPUs run all of them on the sm_80 kernels.
+  // them into fp16 slabs (one staging buffer at head size 256, two below); whole tiles of
+  // blocks of a multiple of 16 keys are copied by groups of 16 keys in one block (at head
+  // size 64 a pass of 32 keys spans two groups: blocks of 16 and 48), blocks of 8 key by
+  // key; keys past each item's end zero-filled; scales away from 1, so that a missing k_scale or
+  // v_scale shows. Other GPUs run all of them on the sm_80 kernels.
   struct PrefillTileCase {
     const char* name;
     int head_size;
@@ -207,6 +208,8 @@ std::vector<NamedCase> all_cases() {
                         kSame},
         PrefillTileCase{"Fp8E5M2Block48NhdD64", 64, 48, KvLayout::kNHD, DType::kBFloat16,
                         KvCacheDType::kFp8E5M2},
+        PrefillTileCase{"Fp8E4M3Block16HndD64", 64, 16, KvLayout::kHND, DType::kFloat16,
+                        KvCacheDType::kFp8E4M3},
         PrefillTileCase{"Fp8E4M3Block8NhdD128", 128, 8, KvLayout::kNHD, DType::kBFloat16,
                         KvCacheDType::kFp8E4M3},
         PrefillTileCase{"Fp8E5M2Block256HndD128", 128, 256, KvLayout::kHND, DType::kFloat16,
