@@ -16,6 +16,7 @@
 # summary.txt, tests.log, run.log, bench.log, ours.json, peers.log, peers.json, peers.md.
 set -u
 out=$2
+mkdir -p "$out"
 peer_tar=${3:-}
 root=$(pwd)
 summary=$out/summary.txt
