@@ -168,12 +168,12 @@ std::vector<NamedCase> all_cases() {
   group3.requests = {{300, 300}, {200, 700}, {1, 40}};
   add("FlashPrefillGqaGroup3RowsAcrossTiles", group3);
   // At head size 64 the Hopper prefill kernel loads whole K/V tiles of a paged cache with
-  // the copy engine (one load per block, or per tile when blocks are larger) and the last,
-  // partial tile of each item with cp.async, which zero-fills the keys past its end (the
-  // slots there are poisoned): block sizes below, equal to and above the 128-key tile, both
-  // layouts; blocks of 48 keys divide no tile, so every tile goes by cp.async. At head
-  // sizes 128 and 256 whole tiles of blocks of a multiple of 16 keys go by cp.async in
-  // passes of 16 keys (one block-table entry per pass), other blocks (8, 48) key by key.
+  // blocks of 64 keys or more with the copy engine (one load per block, or per tile when
+  // blocks are larger) and the last, partial tile of each item with cp.async, which
+  // zero-fills the keys past its end (the slots there are poisoned): block sizes equal to,
+  // below and above the 128-key tile, both layouts. Whole tiles of smaller blocks of a
+  // multiple of 16 keys (16, 48 and, at head sizes 128 and 256, every block size) go by
+  // cp.async in passes of 16 keys (one block-table entry per pass), blocks of 8 key by key.
   // fp8 caches (the Fp8 cases): the producer stages each tile's fp8 rows and converts
   // them into fp16 slabs (one staging buffer at head size 256, two below); whole tiles of
   // blocks of a multiple of 16 keys are copied by groups of 16 keys in one block (at head

@@ -1,7 +1,7 @@
 // Which K/V tiles the Hopper prefill kernel loads with the copy engine (TMA): the tensor
 // maps are built at head size 64 for paged 16-bit caches whose block size is a multiple
-// of 8 that divides into or out of the kernel's key tile, with 16-byte aligned addresses
-// and strides, and for nothing else (those tiles go by cp.async; cuda_gpu_test.cpp runs
+// of 8, at least 64, that divides into or out of the kernel's key tile, with 16-byte aligned
+// addresses and strides, and for nothing else (those tiles go by cp.async; cuda_gpu_test.cpp runs
 // both). Needs the driver's tensor-map encoder, so it runs where a GPU is.
 
 #include <gtest/gtest.h>
@@ -48,39 +48,42 @@ TEST(FlashWgmmaCopyEngineGpuTest, MapsOnlyForLayoutsTheCopyEngineTakes) {
 #if !ATTNKIT_CUDA_SM90A
   GTEST_SKIP() << "built without the sm_90a kernels";
 #else
-  // Head size 64: boxes of one block, or of one key tile (128 keys) when blocks are larger.
-  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 16, false)), 16);
-  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 16, true)), 16);
-  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 8, false)), 8);
+  // Head size 64: boxes of one block, or of one key tile (128 keys) when blocks are larger;
+  // blocks of fewer than 64 keys go by cp.async.
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 64, false)), 64);
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 64, true)), 64);
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 128, true)), 128);
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 256, false)), 128);
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 16, false)), 0);
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 32, true)), 0);
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 8, false)), 0);
   // Head sizes 128 and 256 keep cp.async (their configurations ran slower with the copy
   // engine, bench/results/cuda.md run 69).
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(128, 16, false)), 0);
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(256, 64, true)), 0);
   // Block sizes the tiles cannot be cut into.
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 96, false)), 0);
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 192, true)), 0);
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 5, false)), 0);
-  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 48, true)), 0);
-  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 4, false)), 0);
   // Contiguous caches (no block table).
-  PagedAttentionParams contiguous = paged(64, 16, false);
+  PagedAttentionParams contiguous = paged(64, 64, false);
   contiguous.block_table = nullptr;
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(contiguous), 0);
   // A cache address or a stride the copy engine cannot take (16-byte units).
-  PagedAttentionParams misaligned = paged(64, 16, false);
+  PagedAttentionParams misaligned = paged(64, 64, false);
   misaligned.v_cache = static_cast<const char*>(misaligned.v_cache) + 8;
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(misaligned), 0);
-  PagedAttentionParams odd_stride = paged(64, 16, false);
+  PagedAttentionParams odd_stride = paged(64, 64, false);
   odd_stride.k_token_stride += 4;
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(odd_stride), 0);
   // K and V laid out differently (one NHD, one HND).
-  PagedAttentionParams mixed = paged(64, 16, false);
-  const PagedAttentionParams hnd = paged(64, 16, true);
+  PagedAttentionParams mixed = paged(64, 64, false);
+  const PagedAttentionParams hnd = paged(64, 64, true);
   mixed.v_token_stride = hnd.v_token_stride;
   mixed.v_head_stride = hnd.v_head_stride;
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(mixed), 0);
   // fp8 caches are staged by cp.async and converted by the producer.
-  PagedAttentionParams fp8 = paged(64, 16, false);
+  PagedAttentionParams fp8 = paged(64, 64, false);
   fp8.kv_dtype = ScalarType::kFp8E4M3;
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(fp8), 0);
 #endif

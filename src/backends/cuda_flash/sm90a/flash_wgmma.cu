@@ -19,13 +19,15 @@ namespace attnkit::cuda {
 namespace {
 
 // Tiles per head size; shared memory from the configuration, no spills (`nvcc -Xptxas -v`,
-// sm_90a). Head size 64 loads whole K/V tiles of paged caches with the copy engine (run 69
-// in bench/results/cuda.md: x0.90 of the time at (2,8192) 32/32; at 128 and 256 it was
-// x1.04 and x1.17, so they keep cp.async). ATTNKIT_FLASH_WGMMA_D{64,128,256} (template arguments,
-// e.g. through a pre-included header) replace one in the alternative builds
-// bench/cuda_device_run.sh measures.
+// sm_90a). Head size 64 loads whole K/V tiles of paged caches with the copy engine when a
+// box holds 64 keys or more (blocks of 64 keys or larger); whole tiles of smaller blocks go
+// by cp.async in passes of 16 keys, which took x0.89-0.94 of the copy engine's time with
+// blocks of 16 keys (bench/results/cuda.md, run 79; run 69 had chosen the copy engine
+// before the passes existed). At 128 and 256 every tile goes by cp.async (runs 69 and 72).
+// ATTNKIT_FLASH_WGMMA_D{64,128,256} (template arguments, e.g. through a pre-included
+// header) replace one in the alternative builds bench/cuda_variant_build.sh makes.
 #ifndef ATTNKIT_FLASH_WGMMA_D64
-#define ATTNKIT_FLASH_WGMMA_D64 64, 128, 4, true, true
+#define ATTNKIT_FLASH_WGMMA_D64 64, 128, 4, true, true, 64
 #endif
 #ifndef ATTNKIT_FLASH_WGMMA_D128
 #define ATTNKIT_FLASH_WGMMA_D128 128, 128, 3, true
