@@ -14,6 +14,7 @@
 # fmt/spdlog packages); PEER_TAR, if given, to a site folder holding FlashInfer and its Python
 # dependencies. bench/cuda_peers.py comes from this checkout. Logs go to OUT, 8 files:
 # summary.txt, tests.log, run.log, bench.log, ours.json, peers.log, peers.json, peers.md.
+# PEER_TAR is made by bench/flashinfer_site.py (FlashInfer 0.7.4 from pinned PyPI wheels).
 set -u
 out=$2
 mkdir -p "$out"
