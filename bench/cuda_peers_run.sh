@@ -25,7 +25,8 @@ summary=$out/summary.txt
 work=$(unpack_stage "$1" "$peer_tar")
 export LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
-[ -n "$peer_tar" ] && export PYTHONPATH="$work/peer"
+# The site folder's bin/ holds a ninja for FlashInfer's JIT, used where the image has none.
+[ -n "$peer_tar" ] && export PYTHONPATH="$work/peer" PATH="$PATH:$work/peer/bin"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >"$summary"
 python3 -c "import torch; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())" >>"$summary" 2>&1
 peers="$root/bench/cuda_peers.py"
