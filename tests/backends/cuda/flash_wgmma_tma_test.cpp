@@ -65,6 +65,8 @@ TEST(FlashWgmmaCopyEngineGpuTest, MapsOnlyForLayoutsTheCopyEngineTakes) {
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 96, false)), 0);
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 192, true)), 0);
   EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 5, false)), 0);
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 48, true)), 0);
+  EXPECT_EQ(cuda::flash_wgmma_tma_box_rows(paged(64, 4, false)), 0);
   // Contiguous caches (no block table).
   PagedAttentionParams contiguous = paged(64, 64, false);
   contiguous.block_table = nullptr;
