@@ -58,7 +58,7 @@ void flash_launch(const PagedAttentionParams& p, const cuda::DevicePlan& plan,
                   const CacheUpdateParams* update) {
   cuda::FlashLaunchOptions options;
   if (update != nullptr) {
-    if (cuda::can_fold_cache_update(*update, p, plan)) {
+    if (cuda::can_fold_cache_update(*update, p, plan, cuda::flash_hopper_prefill())) {
       options.fresh_kv = *update;  // the attention launch writes the cache itself
     } else {
       cuda::launch_cache_update(*update, plan.stream);

@@ -45,12 +45,29 @@ KernelGeometry flash_geometry(int head_size, bool fp8_cache) {
   return g;
 }
 
+bool flash_hopper_prefill() {
+#if ATTNKIT_CUDA_SM90A
+  return flash_wgmma_enabled();
+#else
+  return false;
+#endif
+}
+
 bool can_fold_cache_update(const CacheUpdateParams& u, const PagedAttentionParams& p,
-                           const DevicePlan& plan) {
-  // The kernel copies 16-byte rows of the compute dtype: no conversion, no scale. New keys
-  // are the last q_len positions of each request only for causal self-attention, and
-  // large-row (prefill) CTAs would copy the same keys once per row tile.
-  return p.causal && plan.num_large == 0 && plan.num_small > 0 && u.value != nullptr &&
+                           const DevicePlan& plan, bool hopper_prefill) {
+  // The kernels copy 16-byte rows of the compute dtype: no conversion, no scale. New keys
+  // are the last q_len positions of each request only for causal self-attention. The
+  // Hopper prefill kernels also copy the step's keys from the inputs by cp.async, which
+  // needs 16-byte aligned rows.
+  const auto aligned = [](const void* ptr, int64_t token_stride, int64_t head_stride) {
+    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && token_stride % 8 == 0 &&
+           head_stride % 8 == 0;
+  };
+  const bool large_fold =
+      plan.num_large == 0 || (ATTNKIT_FLASH_FOLD_PREFILL_WRITE && hopper_prefill &&
+                              aligned(u.key, u.key_token_stride, u.key_head_stride) &&
+                              aligned(u.value, u.value_token_stride, u.value_head_stride));
+  return p.causal && large_fold && plan.num_small + plan.num_large > 0 && u.value != nullptr &&
          u.src_dtype == p.q_dtype && u.kv_dtype == p.q_dtype && u.k_scale == 1.0f &&
          u.v_scale == 1.0f && u.num_kv_heads == p.num_kv_heads && u.head_size == p.head_size &&
          u.head_size_v == p.head_size;

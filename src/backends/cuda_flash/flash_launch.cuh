@@ -133,17 +133,22 @@ void launch_flash_items(const PagedAttentionParams& p, const CudaWorkItem* items
 template <int D, typename T, typename KV>
 void launch_flash_head_size_typed(const PagedAttentionParams& p, const DevicePlan& plan,
                                   const FlashLaunchOptions& options) {
-  // The cache write is folded only into plans without large-row items
+  // The cache write is folded into large-row items only on the Hopper kernels
   // (can_fold_cache_update).
   launch_flash_items<T, typename FlashSmallKvConfig<D, KV>::type>(
       p, plan.small_items, plan.num_small, plan, options.fresh_kv);
 #if ATTNKIT_CUDA_SM90A
   // The Hopper prefill, 16-bit and fp8 caches (flash_geometry plans its rows).
   if (flash_wgmma_enabled()) {
-    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan);
+    launch_flash_wgmma_items(p, plan.large_items, plan.num_large, plan, options.fresh_kv);
     return;
   }
 #endif
+  if (options.fresh_kv.key != nullptr && plan.num_large > 0) {
+    throw Error(ErrorCode::kInternal,
+                "CUDA_FLASH: a folded cache write reached the sm_80 large-row kernels, which "
+                "read the step's keys from the cache (can_fold_cache_update)");
+  }
   launch_flash_items<T, FlashKvConfig<typename FlashLargeConfig<D>::type, KV>>(
       p, plan.large_items, plan.num_large, plan, CacheUpdateParams{});
 }

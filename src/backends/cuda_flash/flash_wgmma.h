@@ -24,8 +24,9 @@ bool flash_wgmma_enabled();
 int flash_wgmma_tma_box_rows(const PagedAttentionParams& p);
 
 // Runs `count` large-row items (fp16/bf16, head size 64, 128 or 256); a programmatic
-// dependent launch on the device (kernel_launch.cuh).
+// dependent launch on the device (kernel_launch.cuh). fresh_kv.key set: the kernels also
+// write the step's new keys/values into the cache (can_fold_cache_update; 16-bit caches).
 void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                              const DevicePlan& plan);
+                              const DevicePlan& plan, const CacheUpdateParams& fresh_kv);
 
 }  // namespace attnkit::cuda

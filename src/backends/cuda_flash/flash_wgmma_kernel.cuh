@@ -27,6 +27,11 @@
 // The epilogue stages each consumer's output tile in its (then free) Q buffer and writes
 // 16-byte rows, or writes split-KV partials, merged by the group's last CTA
 // (flash_split_merge.cuh) over the consumer threads.
+// With kFold (16-bit caches; can_fold_cache_update) the launch also does the step's cache
+// update: the producer reads the step's own keys from the inputs and, after its last
+// copies, writes its rows' tokens' K/V into the cache from the stages (produce_kv_tiles).
+// Named barriers: 1 the split merge, 2-3 each consumer's own, 4-5 the ping-pong, 6 the
+// folded write done (before a split merge reuses the shared memory).
 //
 // Shared memory (1024-byte aligned, every tile 128-byte swizzled, wgmma_primitives.cuh):
 //   Q [2 consumers][D/64 slabs][64 rows][64] | stage s: K [D/64][BN][64], V [D/64][BN][64]
@@ -47,6 +52,8 @@
 #include "kernels/cuda/wgmma_primitives.cuh"
 
 namespace attnkit::cuda {
+
+inline constexpr int kFoldWrittenBarrier = 6;  // see above
 
 // One consumer warpgroup: 64 packed rows from row_begin + 64 wg, with its online-softmax
 // state in registers (S of the current tile, unnormalised O, row maxima m in log2 units,
@@ -501,14 +508,17 @@ struct WgmmaConsumer {
   }
 };
 
-// KV: the cache's storage type, T or an fp8 type (then C::kFp8).
-template <typename T, typename KV, typename C>
+// KV: the cache's storage type, T or an fp8 type (then C::kFp8). kFold: the launch also
+// writes the step's new keys/values into the cache (`fresh`, 16-bit caches; see
+// produce_kv_tiles); otherwise `fresh` is unused.
+template <typename T, typename KV, typename C, bool kFold>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_wgmma_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
-                       float* partial_lse, unsigned* split_counters,
+                       float* partial_lse, unsigned* split_counters, CacheUpdateParams fresh,
                        const __grid_constant__ WgmmaKvMaps maps) {
   static_assert(kIsFp8<KV> ? C::kFp8 : (std::is_same_v<KV, T> && !C::kFp8),
                 "fp8 caches run the configurations with staging buffers, 16-bit ones the others");
+  static_assert(!kFold || !kIsFp8<KV>, "the folded cache write copies rows of the compute dtype");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const WgmmaSmem<C> smem(smem_raw);
@@ -529,7 +539,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if constexpr (C::kFp8) {
       produce_fp8_kv_tiles<KV, C>(p, item, kv_head, smem);
     } else {
-      produce_kv_tiles<T, C>(p, item, kv_head, smem, maps);
+      produce_kv_tiles<T, C, kFold>(p, fresh, item, kv_head, smem, maps);
+      // The split merge below reuses the shared memory the folded write reads back from.
+      if (kFold && item.num_splits > 1)
+        sm90::named_barrier_arrive(kFoldWrittenBarrier, C::kThreads);
     }
   } else {
     sm90::setmaxnreg_inc<C::kConsumerRegs>();
@@ -544,6 +557,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     flash_trace(kTraceLoopDone, threadIdx.x == 128);
     if (item.num_splits > 1) {
       consumer.write_partial(partial_o, partial_lse);
+      if constexpr (kFold) sm90::named_barrier_sync(kFoldWrittenBarrier, C::kThreads);
       const SplitMergeArgs merge_args{p.out,           p.sinks,     p.o_token_stride,
                                       p.o_head_stride, p.num_heads, p.num_kv_heads};
       split_kv_merge_if_last<T, C>(merge_args, items + blockIdx.x, kv_head, partial_o, partial_lse,
@@ -559,6 +573,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   (void)partial_o;
   (void)partial_lse;
   (void)split_counters;
+  (void)fresh;
   (void)maps;
 #endif
 }

@@ -169,6 +169,86 @@ __device__ __forceinline__ void produce_whole_tile_by_passes(
   }
 }
 
+// The step's own keys read from its inputs (kFold, see produce_kv_tiles): one whole tile,
+// keys [kb, kb + BN), all of them new, by cp.async in passes of 16 keys as
+// produce_whole_tile_by_passes, from the rows of tokens token0 .. token0 + BN - 1 of the
+// step's K and V inputs (this thread's chunk of token0's rows at k_row / v_row; a pass
+// steps 16 tokens).
+template <typename C>
+__device__ __forceinline__ void produce_whole_tile_from_inputs(
+    const char* k_row, const char* v_row, int64_t k_pass_bytes, int64_t v_pass_bytes,
+    uint32_t stage_dst, int stage, bool reuse, uint32_t reuse_parity, const WgmmaSmem<C>& smem) {
+  using namespace sm90;
+  constexpr int kPasses = C::BN / 16;
+#pragma unroll
+  for (int part = 0; part < 2; ++part) {
+    const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
+    if (reuse) mbarrier_wait(empty, reuse_parity);
+    const char* src = part == 0 ? k_row : v_row;
+    const int64_t pass_bytes = part == 0 ? k_pass_bytes : v_pass_bytes;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
+#pragma unroll
+      for (int j = 0; j < C::kSlabs; ++j) cp_async_16(dst + j * C::kSlabBytes, src + j * 128, 16);
+      src += pass_bytes;
+    }
+    cp_async_arrive_noinc((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
+  }
+}
+
+// The folded cache write (kFold): this thread's chunks of the K and V rows of the item's own
+// tokens (those of its rows: [own_begin, own_end) in key positions) that lie in tile `tile`,
+// keys [kb, kb + BN), into their cache slots. `resident`: the tile's stage still holds
+// what this thread copied into it (its copies have landed, cp_async_wait), and the chunks
+// are read back from there, one 16-byte shared-memory load per store; otherwise they are
+// read again from the inputs (a tile the ring has since reused: only where the own keys
+// span more tiles than there are stages, head size 256 after cached context).
+template <typename T, typename C>
+__device__ __forceinline__ void write_own_rows(const CacheUpdateParams& fresh,
+                                               const CudaWorkItem& item, int kv_head, int kb,
+                                               int own_begin, int own_end, int pos_base,
+                                               uint32_t stage_dst, bool resident, int key_in_pass,
+                                               int sub) {
+  constexpr int kPasses = C::BN / 16;
+#pragma unroll 1
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int kpos = kb + pass * 16 + key_in_pass;
+    if (kpos < own_begin || kpos >= own_end) continue;
+    const int token = item.q_start + kpos - pos_base;
+    const int64_t slot = fresh.slot_mapping[token];
+    if (slot < 0) continue;  // a padding token
+    const int64_t block = slot / fresh.block_size, offset = slot - block * fresh.block_size;
+#pragma unroll
+    for (int part = 0; part < 2; ++part) {
+      T* dst =
+          static_cast<T*>(part == 0 ? fresh.k_cache : fresh.v_cache) +
+          block * (part == 0 ? fresh.k_block_stride : fresh.v_block_stride) +
+          offset * (part == 0 ? fresh.k_token_stride : fresh.v_token_stride) +
+          static_cast<int64_t>(kv_head) * (part == 0 ? fresh.k_head_stride : fresh.v_head_stride) +
+          sub * 8;
+      const T* src = static_cast<const T*>(part == 0 ? fresh.key : fresh.value) +
+                     token * (part == 0 ? fresh.key_token_stride : fresh.value_token_stride) +
+                     static_cast<int64_t>(kv_head) *
+                         (part == 0 ? fresh.key_head_stride : fresh.value_head_stride) +
+                     sub * 8;
+      const uint32_t at = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
+#pragma unroll
+      for (int j = 0; j < C::kSlabs; ++j) {
+        uint4 w;
+        if (resident) {
+          asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(w.x), "=r"(w.y), "=r"(w.z), "=r"(w.w)
+                       : "r"(at + j * C::kSlabBytes));
+        } else {
+          w = *reinterpret_cast<const uint4*>(src + j * 64);
+        }
+        *reinterpret_cast<uint4*>(dst + j * 64) = w;
+      }
+    }
+  }
+}
+
 // The producer warpgroup: every K/V tile of the item into the ring of stages. With
 // C::kCopyEngine, whole tiles of a paged cache whose first key starts a box go by the copy
 // engine (produce_tile_by_copy_engine). The others by cp.async: 8 threads per key (16 keys
@@ -177,8 +257,15 @@ __device__ __forceinline__ void produce_whole_tile_by_passes(
 // paged caches that PassAddressing can describe go by produce_whole_tile_by_passes; the
 // rest (the last, partial tile; contiguous caches; other block sizes) by the general path
 // below, which walks each key's block and slot and zero-fills keys past kv_end.
-template <typename T, typename C>
+// kFold (a step whose cache update this launch does, fresh.key set): the step's own keys
+// (positions from kv_len - q_len on) are not in the cache yet and come from the inputs,
+// whole tiles of them by produce_whole_tile_from_inputs, so that no CTA reads a slot
+// another writes; after its last copies the producer writes the K/V rows of the item's
+// own tokens (its rows' tokens, within its key range) into the cache, from the stages
+// they were copied into (write_own_rows), while the consumers finish the last tiles.
+template <typename T, typename C, bool kFold>
 __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
+                                                 const CacheUpdateParams& fresh,
                                                  const CudaWorkItem& item, int kv_head,
                                                  const WgmmaSmem<C>& smem,
                                                  const WgmmaKvMaps& maps) {
@@ -218,12 +305,26 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
   PassAddressing pass_addr{};
   int pass_block = 0, pass_slot = 0, pass_next_key = -1;  // the key pass_block/slot is at
   if (by_passes) pass_addr = make_pass_addressing(p, k_base, v_base, key_in_pass);
+  // kFold: keys from fresh_from on come from the inputs (this thread's chunk of the row of
+  // the step's token `token` at fresh_k + token * key_token_stride); cache_end is where
+  // the keys read from the cache end.
+  const int pos_base = item.kv_len - item.q_len;
+  const int fresh_from = kFold ? (pos_base > kv_begin ? pos_base : kv_begin) : kv_end;
+  const int cache_end = kFold ? fresh_from : kv_end;
+  const T* fresh_k = nullptr;
+  const T* fresh_v = nullptr;
+  if constexpr (kFold) {
+    fresh_k = static_cast<const T*>(fresh.key) +
+              static_cast<int64_t>(kv_head) * fresh.key_head_stride + sub * 8;
+    fresh_v = static_cast<const T*>(fresh.value) +
+              static_cast<int64_t>(kv_head) * fresh.value_head_stride + sub * 8;
+  }
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = tile % STAGES;
     const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
     const int kb = kv_begin + tile * BN;
     if constexpr (C::kCopyEngine) {
-      if (box_rows > 0 && kb + BN <= kv_end && kb % box_rows == 0) {
+      if (box_rows > 0 && kb + BN <= cache_end && kb % box_rows == 0) {
         produce_tile_by_copy_engine<C>(block_row, block_size, box_rows, kb, kv_head, stage,
                                        reuse_parity, tile >= STAGES, smem, maps);
         walk_stale = true;
@@ -231,7 +332,19 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
       }
     }
     const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
-    if (by_passes && kb + BN <= kv_end) {
+    if constexpr (kFold) {
+      if (kb >= fresh_from && kb + BN <= kv_end) {
+        const int64_t token = item.q_start + kb + key_in_pass - pos_base;
+        produce_whole_tile_from_inputs<C>(
+            reinterpret_cast<const char*>(fresh_k + token * fresh.key_token_stride),
+            reinterpret_cast<const char*>(fresh_v + token * fresh.value_token_stride),
+            16 * fresh.key_token_stride * kBytes, 16 * fresh.value_token_stride * kBytes, stage_dst,
+            stage, tile >= STAGES, reuse_parity, smem);
+        walk_stale = true;
+        continue;
+      }
+    }
+    if (by_passes && kb + BN <= cache_end) {
       if (kb != pass_next_key) {
         pass_block = kb / block_size;
         pass_slot = kb - pass_block * block_size;
@@ -248,16 +361,19 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
       walk_stale = false;
     }
     // Where this thread's key of each pass lives: (row, slot) with the element offset
-    // row * row_stride + slot * token_stride; row -1 for keys past kv_end. Contiguous
-    // caches use the token index as the row (row stride = token stride, slot 0). The
-    // paged position (block index, slot) is stepped 16 keys per pass, no division.
+    // row * row_stride + slot * token_stride; row -1 for keys past kv_end, -2 - token for
+    // the step's own keys read from the inputs (kFold). Contiguous caches use the token
+    // index as the row (row stride = token stride, slot 0). The paged position (block
+    // index, slot) is stepped 16 keys per pass, no division.
     int32_t key_row[BN / 16], key_slot[BN / 16];
 #pragma unroll
     for (int pass = 0; pass < BN / 16; ++pass) {
       const int kpos = kb + pass * 16 + key_in_pass;
       key_row[pass] = -1;
       key_slot[pass] = block_row != nullptr ? walk_slot : 0;
-      if (kpos < kv_end) {
+      if (kFold && kpos >= fresh_from && kpos < kv_end) {
+        key_row[pass] = -2 - (item.q_start + kpos - pos_base);
+      } else if (kpos < kv_end) {
         key_row[pass] = block_row != nullptr ? block_row[walk_block]
                                              : static_cast<int32_t>(contiguous_row + kpos);
       }
@@ -279,15 +395,32 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
                                                       : p.v_block_stride;
 #pragma unroll
       for (int pass = 0; pass < BN / 16; ++pass) {
-        // Out-of-range keys zero-fill (src-size 0) from a valid address.
-        const bool valid = key_row[pass] >= 0;
-        const int64_t off = valid ? key_row[pass] * row_stride + key_slot[pass] * token_stride : 0;
-        const int bytes = valid ? 16 : 0;
         const uint32_t dst = stage_dst + part * C::kTileBytes + pass * 16u * 128u;
-        if constexpr ((kWgmmaAblate & 4) == 0) {
+        if constexpr (kFold) {
+          // Out-of-range keys zero-fill (src-size 0) from a valid address.
+          const int32_t row = key_row[pass];
+          const T* src =
+              row >= 0   ? src_base + row * row_stride + key_slot[pass] * token_stride
+              : row < -1 ? (part == 0 ? fresh_k : fresh_v) +
+                               static_cast<int64_t>(-2 - row) *
+                                   (part == 0 ? fresh.key_token_stride : fresh.value_token_stride)
+                         : src_base;
+          const int bytes = row != -1 ? 16 : 0;
 #pragma unroll
           for (int j = 0; j < kSlabs; ++j) {
-            cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
+            cp_async_16(dst + j * C::kSlabBytes, src + j * 64, bytes);
+          }
+        } else {
+          // Out-of-range keys zero-fill (src-size 0) from a valid address.
+          const bool valid = key_row[pass] >= 0;
+          const int64_t off =
+              valid ? key_row[pass] * row_stride + key_slot[pass] * token_stride : 0;
+          const int bytes = valid ? 16 : 0;
+          if constexpr ((kWgmmaAblate & 4) == 0) {
+#pragma unroll
+            for (int j = 0; j < kSlabs; ++j) {
+              cp_async_16(dst + j * C::kSlabBytes, src_base + off + j * 64, bytes);
+            }
           }
         }
       }
@@ -295,6 +428,29 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
     }
   }
   cp_async_wait<0>();
+  if constexpr (kFold) {
+    // This thread's copies have all landed (cp.async.wait_all: the copies above are
+    // tracked by the stages' barriers, in no commit group).
+    cp_async_commit();
+    cp_async_wait<0>();
+    // The item's own tokens: those of its rows (a token whose query heads straddle two row
+    // tiles is written by both, the same bytes), within its key range (a split item writes
+    // those of its own range only; causal, so they end the range).
+    const int group = p.num_heads / p.num_kv_heads;
+    const int own_lo = pos_base + item.row_begin / group;
+    const int own_hi = pos_base + (item.row_end - 1) / group + 1;
+    const int own_begin = own_lo > kv_begin ? own_lo : kv_begin;
+    const int own_end = own_hi < kv_end ? own_hi : kv_end;
+    if (own_begin < own_end) {
+#pragma unroll 1
+      for (int tile = (own_begin - kv_begin) / BN; tile < num_tiles; ++tile) {
+        const uint32_t stage_dst =
+            dst_key + static_cast<uint32_t>(tile % STAGES) * 2u * C::kTileBytes;
+        write_own_rows<T, C>(fresh, item, kv_head, kv_begin + tile * BN, own_begin, own_end,
+                             pos_base, stage_dst, tile >= num_tiles - STAGES, key_in_pass, sub);
+      }
+    }
+  }
 }
 
 // The producer warpgroup over an fp8 cache (KV: Fp8E4M3 or Fp8E5M2; C::kFp8): the wgmma

@@ -167,6 +167,17 @@ std::vector<NamedCase> all_cases() {
   group3.num_kv_heads = 4;
   group3.requests = {{300, 300}, {200, 700}, {1, 40}};
   add("FlashPrefillGqaGroup3RowsAcrossTiles", group3);
+  // Head size 256 (64-key tiles, two stages on Hopper) with chunks after cached context
+  // whose first positions are not multiples of the tile: a 128-token row tile's own keys
+  // then span three tiles, more than the stages hold, so the folded cache write reads the
+  // oldest of them again from the inputs; one short chunk after a long context is split
+  // over the key range (its own keys in the last split only), beside a decode.
+  GpuCase d256_chunks = long_prefill;
+  d256_chunks.head_size = 256;
+  d256_chunks.num_heads = 4;
+  d256_chunks.num_kv_heads = 2;
+  d256_chunks.requests = {{300, 377}, {130, 6130}, {1, 50}};
+  add("FlashPrefillAfterContextD256", d256_chunks);
   // At head size 64 the Hopper prefill kernel loads whole K/V tiles of a paged cache with
   // blocks of 64 keys or more with the copy engine (one load per block, or per tile when
   // blocks are larger) and the last, partial tile of each item with cp.async, which

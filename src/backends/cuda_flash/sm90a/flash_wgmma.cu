@@ -142,43 +142,55 @@ WgmmaKvMaps make_kv_maps(const PagedAttentionParams& p) {
   return maps;
 }
 
-// KV: the cache's storage type, T or an fp8 type.
+// KV: the cache's storage type, T or an fp8 type. fresh.key set: the launch also writes the
+// step's new keys/values into the cache (the kFold kernels; 16-bit caches only).
 template <int D, typename T, typename KV>
 void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                  const DevicePlan& plan) {
+                  const DevicePlan& plan, const CacheUpdateParams& fresh) {
   using C = typename WgmmaTiles<D, kIsFp8<KV>>::type;
   static_assert(C::kSmemBytes <= 227u * 1024u, "an SM's shared memory");
-  static const bool configured = allow_dynamic_smem(flash_wgmma_kernel<T, KV, C>, C::kSmemBytes);
+  constexpr bool kCanFold = !kIsFp8<KV>;
+  static const bool configured =
+      allow_dynamic_smem(flash_wgmma_kernel<T, KV, C, false>, C::kSmemBytes) &&
+      (!kCanFold || allow_dynamic_smem(flash_wgmma_kernel<T, KV, C, kCanFold>, C::kSmemBytes));
   (void)configured;
   if (count == 0) return;  // and DevicePlan::load_only: loaded above
   flash_trace_bind();      // the split merge's marks; nothing unless built with ATTNKIT_FLASH_TRACE
-  launch_kernel_ex(flash_wgmma_kernel<T, KV, C>, dim3(count, p.num_kv_heads), dim3(C::kThreads),
-                   C::kSmemBytes, static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p,
-                   items, plan.partial_o, plan.partial_lse, plan.split_counters,
+  const bool fold = fresh.key != nullptr;
+  if (fold && !kCanFold) {
+    throw Error(ErrorCode::kInternal,
+                "CUDA_FLASH (sm_90a): a folded cache write reached an fp8 cache's kernels "
+                "(can_fold_cache_update)");
+  }
+  const auto kernel =
+      fold ? flash_wgmma_kernel<T, KV, C, kCanFold> : flash_wgmma_kernel<T, KV, C, false>;
+  launch_kernel_ex(kernel, dim3(count, p.num_kv_heads), dim3(C::kThreads), C::kSmemBytes,
+                   static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p, items,
+                   plan.partial_o, plan.partial_lse, plan.split_counters, fresh,
                    make_kv_maps<C>(p));
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_wgmma_kernel);
 }
 
 template <int D, typename T>
 void launch_cache_dtype(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                        const DevicePlan& plan) {
+                        const DevicePlan& plan, const CacheUpdateParams& fresh) {
   switch (p.kv_dtype) {
     case ScalarType::kFp8E4M3:
-      return launch_typed<D, T, Fp8E4M3>(p, items, count, plan);
+      return launch_typed<D, T, Fp8E4M3>(p, items, count, plan, fresh);
     case ScalarType::kFp8E5M2:
-      return launch_typed<D, T, Fp8E5M2>(p, items, count, plan);
+      return launch_typed<D, T, Fp8E5M2>(p, items, count, plan, fresh);
     default:  // the compute dtype (launch_flash_attention checked)
-      return launch_typed<D, T, T>(p, items, count, plan);
+      return launch_typed<D, T, T>(p, items, count, plan, fresh);
   }
 }
 
 template <int D>
 void launch_head_size(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                      const DevicePlan& plan) {
+                      const DevicePlan& plan, const CacheUpdateParams& fresh) {
   if (p.q_dtype == ScalarType::kFloat16) {
-    launch_cache_dtype<D, __half>(p, items, count, plan);
+    launch_cache_dtype<D, __half>(p, items, count, plan, fresh);
   } else {
-    launch_cache_dtype<D, __nv_bfloat16>(p, items, count, plan);
+    launch_cache_dtype<D, __nv_bfloat16>(p, items, count, plan, fresh);
   }
 }
 
@@ -197,7 +209,7 @@ bool flash_wgmma_enabled() {
     cudaFuncAttributes attributes{};
     const cudaError_t status = cudaFuncGetAttributes(
         &attributes,
-        flash_wgmma_kernel<__nv_bfloat16, __nv_bfloat16, WgmmaTiles<128, false>::type>);
+        flash_wgmma_kernel<__nv_bfloat16, __nv_bfloat16, WgmmaTiles<128, false>::type, false>);
     if (status != cudaSuccess) {
       (void)cudaGetLastError();
       return false;
@@ -227,17 +239,17 @@ int flash_wgmma_tma_box_rows(const PagedAttentionParams& p) {
 }
 
 void launch_flash_wgmma_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
-                              const DevicePlan& plan) {
+                              const DevicePlan& plan, const CacheUpdateParams& fresh_kv) {
   if (count == 0 && !plan.load_only) return;
   switch (p.head_size) {
     case 64:
-      launch_head_size<64>(p, items, count, plan);
+      launch_head_size<64>(p, items, count, plan, fresh_kv);
       break;
     case 128:
-      launch_head_size<128>(p, items, count, plan);
+      launch_head_size<128>(p, items, count, plan, fresh_kv);
       break;
     case 256:
-      launch_head_size<256>(p, items, count, plan);
+      launch_head_size<256>(p, items, count, plan, fresh_kv);
       break;
     default:
       throw Error(ErrorCode::kUnsupported, "CUDA_FLASH (sm_90a): head_size " +
