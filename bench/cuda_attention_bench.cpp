@@ -117,20 +117,37 @@ void print_trace_phases(const std::vector<uint64_t>& marks, uint64_t first) {
     std::printf("  %-26s %5zu  median %7.2f  mean %7.2f  p90 %7.2f us\n", name, us.size(),
                 us[us.size() / 2], sum / static_cast<double>(us.size()), us[us.size() * 9 / 10]);
   };
-  static const int order[] = {kTraceStart,     kTraceWaited,   kTraceQLoaded,
-                              kTraceFirstTile, kTraceLoopDone, kTraceResultWritten};
-  static const char* phase[] = {"start -> waited", "waited -> q loaded", "q loaded -> first tile",
-                                "first tile -> loop done", "loop done -> written"};
+  // Consecutive points a CTA recorded (a point the kernel does not mark is skipped), then
+  // the producer's end against the consumers' (signed: negative when it ended first).
+  static const int order[] = {kTraceStart,     kTraceWaited,       kTraceQLoaded,
+                              kTraceFirstTile, kTraceFirstPacked,  kTraceLastPacked,
+                              kTraceLoopDone,  kTraceResultWritten};
+  static const char* point_name[] = {"start",        "waited",      "q loaded",  "first tile",
+                                     "first packed", "last packed", "loop done", "written"};
   for (size_t i = 0; i + 1 < std::size(order); ++i) {
-    std::vector<double> us;
-    for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
-      const uint64_t* row = row_of(cta);
-      const uint64_t a = row[order[i]], b = row[order[i + 1]];
-      if (row[kTraceStart] == 0 || a == 0 || b == 0 || b < a) continue;
-      us.push_back(static_cast<double>(b - a) * 1e-3);
+    for (size_t j = i + 1; j < std::size(order); ++j) {
+      std::vector<double> us;
+      for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
+        const uint64_t* row = row_of(cta);
+        const uint64_t a = row[order[i]], b = row[order[j]];
+        if (row[kTraceStart] == 0 || a == 0 || b == 0 || b < a) continue;
+        us.push_back(static_cast<double>(b - a) * 1e-3);
+      }
+      if (us.empty()) continue;
+      const std::string name = std::string(point_name[i]) + " -> " + point_name[j];
+      summary(name.c_str(), std::move(us));
+      break;
     }
-    summary(phase[i], std::move(us));
   }
+  std::vector<double> producer;
+  for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
+    const uint64_t* row = row_of(cta);
+    if (row[kTraceProducerDone] == 0 || row[kTraceLoopDone] == 0) continue;
+    producer.push_back(
+        (static_cast<double>(row[kTraceProducerDone]) - static_cast<double>(row[kTraceLoopDone])) *
+        1e-3);
+  }
+  summary("producer done - loop done", std::move(producer));
   // CTAs per SM in start order; the gap from one's last mark to the next one's start.
   std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> per_sm;
   for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
@@ -187,8 +204,9 @@ void print_trace(F&& forward) {
   std::printf("  host: %.2f us to issue one forward (%d back to back)\n",
               std::chrono::duration<double, std::micro>(t1 - t0).count() / kSteps, kSteps);
   static const char* names[kFlashTracePoints] = {
-      "start",        "waited",       "first tile",    "loop done", "written", "counted",
-      "merge issued", "merge loaded", "merged (last)", "q loaded",  "sm id"};
+      "start",   "waited",       "first tile",   "loop done",     "written",
+      "counted", "merge issued", "merge loaded", "merged (last)", "q loaded",
+      "sm id",   "first packed", "last packed",  "producer done"};
   for (int point = 0; point < kFlashTracePoints; ++point) {
     if (point == kTraceSmId) continue;  // not a time
     std::vector<double> us;

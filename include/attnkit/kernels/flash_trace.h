@@ -26,6 +26,10 @@ enum FlashTracePoint : int {
   kTraceMerged,         // the group merged (the last split's CTA only)
   kTraceQLoaded,        // the Hopper prefill kernel: the first consumer's Q is in shared memory
   kTraceSmId,           // not a time: 1 + the SM the CTA ran on (the Hopper prefill kernel)
+  kTraceFirstPacked,    // the Hopper prefill kernel: the first consumer's tile 0 softmax done
+  kTraceLastPacked,     // the Hopper prefill kernel: the first consumer's last softmax done
+  kTraceProducerDone,   // the Hopper prefill kernel: the producer's thread 0 done (copies
+                        // issued and, when the launch writes the cache, its rows written)
   kFlashTracePoints
 };
 inline constexpr int kFlashTraceCtas = 16384;

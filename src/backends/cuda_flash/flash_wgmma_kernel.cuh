@@ -277,6 +277,7 @@ struct WgmmaConsumer {
       release(smem.empty_k + 0);
       softmax_tile(0, bounds);
       pack_p();
+      flash_trace(kTraceFirstPacked, threadIdx.x == 128);
     }
     for (int tile = 1; tile < num_tiles; ++tile) {
       const int stage = tile % STAGES;
@@ -301,6 +302,7 @@ struct WgmmaConsumer {
       pack_p();
     }
     if (num_tiles > 0) {
+      flash_trace(kTraceLastPacked, threadIdx.x == 128);
       const int last = (num_tiles - 1) % STAGES;
       rescale_o();
       mbarrier_wait(smem.full_v + 8u * last, ((num_tiles - 1) / STAGES) & 1);
@@ -540,6 +542,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       produce_fp8_kv_tiles<KV, C>(p, item, kv_head, smem);
     } else {
       produce_kv_tiles<T, C, kFold>(p, fresh, item, kv_head, smem, maps);
+      flash_trace(kTraceProducerDone, threadIdx.x == 0);
       // The split merge below reuses the shared memory the folded write reads back from.
       if (kFold && item.num_splits > 1)
         sm90::named_barrier_arrive(kFoldWrittenBarrier, C::kThreads);
