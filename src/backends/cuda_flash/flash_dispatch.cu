@@ -57,8 +57,8 @@ bool can_fold_cache_update(const CacheUpdateParams& u, const PagedAttentionParam
                            const DevicePlan& plan, bool hopper_prefill) {
   // The kernels copy 16-byte rows of the compute dtype: no conversion, no scale. New keys
   // are the last q_len positions of each request only for causal self-attention. The
-  // Hopper prefill kernels also copy the step's keys from the inputs by cp.async, which
-  // needs 16-byte aligned rows.
+  // Hopper prefill kernels also copy the step's keys from the inputs (by the copy engine
+  // or cp.async), which needs 16-byte aligned rows.
   const auto aligned = [](const void* ptr, int64_t token_stride, int64_t head_stride) {
     return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && token_stride % 8 == 0 &&
            head_stride % 8 == 0;

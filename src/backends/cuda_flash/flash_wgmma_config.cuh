@@ -18,6 +18,16 @@ namespace attnkit::cuda {
 #endif
 inline constexpr int kWgmmaAblate = ATTNKIT_FLASH_WGMMA_ABLATE;
 
+// ATTNKIT_FLASH_WGMMA_OUT_TMA 1: the consumers store whole 64-row output tiles with the copy
+// engine (WgmmaKvMaps::o, flash_wgmma.cu's add_row_maps); 0 (the default): as 16-byte rows.
+// Not the default yet: the copy-engine store was timed (bench/results/cuda.md, run 84) with
+// a staging layout that was wrong at head sizes 128 and 256; the corrected layout has not
+// run on a GPU (bench/variants/otma.h builds it).
+#ifndef ATTNKIT_FLASH_WGMMA_OUT_TMA
+#define ATTNKIT_FLASH_WGMMA_OUT_TMA 0
+#endif
+inline constexpr bool kWgmmaOutTma = ATTNKIT_FLASH_WGMMA_OUT_TMA != 0;
+
 template <int D_, int BN_, int STAGES_, bool PING_PONG_, bool COPY_ENGINE_ = false,
           int MIN_COPY_BOX_ROWS_ = 8, int FP8_BUFFERS_ = 0>
 struct WgmmaFlashConfig {
@@ -54,7 +64,10 @@ struct WgmmaFlashConfig {
   // + 1024: the dynamic window is aligned up to 1024 bytes inside the kernel.
   // fp8 caches: the consumers' query rows' 2^-shift (WgmmaConsumer::load_q), after the
   // barriers.
-  static constexpr uint32_t kQUnscaleOffset = kBarrierOffset + 32u * STAGES;
+  // Each consumer's Q landed (Q by the copy engine, WgmmaConsumer::load_q), after the
+  // stage barriers.
+  static constexpr uint32_t kQBarrierOffset = kBarrierOffset + 32u * STAGES;
+  static constexpr uint32_t kQUnscaleOffset = kQBarrierOffset + 8u * kConsumers;
   static constexpr size_t kSmemBytes = 1024u + kQUnscaleOffset + (kFp8 ? 4u * kRows : 0u);
   // Shared memory the split merge may use from the aligned base (below the barriers).
   static constexpr size_t kMergeSmemBytes = kBarrierOffset;
@@ -82,6 +95,7 @@ struct WgmmaSmem {
   unsigned char* data;  // the aligned window
   uint32_t base;        // its shared-memory address
   uint32_t full_k, full_v, empty_k, empty_v;
+  uint32_t q_full;  // consumer c's at q_full + 8 c
 
   __device__ __forceinline__ explicit WgmmaSmem(unsigned char* raw_window) {
     const uint32_t raw = smem_address(raw_window);
@@ -91,6 +105,18 @@ struct WgmmaSmem {
     full_v = full_k + 8u * C::STAGES;
     empty_k = full_v + 8u * C::STAGES;
     empty_v = empty_k + 8u * C::STAGES;
+    q_full = base + C::kQBarrierOffset;
+  }
+
+  // Stage s's first byte, and its "full" / "empty" barrier of K (part 0) or V (part 1).
+  __device__ __forceinline__ uint32_t stage_base(int s) const {
+    return base + C::kKvOffset + static_cast<uint32_t>(s) * 2u * C::kTileBytes;
+  }
+  __device__ __forceinline__ uint32_t full(int part, int s) const {
+    return (part == 0 ? full_k : full_v) + 8u * static_cast<uint32_t>(s);
+  }
+  __device__ __forceinline__ uint32_t empty(int part, int s) const {
+    return (part == 0 ? empty_k : empty_v) + 8u * static_cast<uint32_t>(s);
   }
 
   __device__ __forceinline__ void init_barriers() const {
@@ -101,6 +127,8 @@ struct WgmmaSmem {
       sm90::mbarrier_init(empty_k + 8u * s, 4 * C::kConsumers);  // consumer warps
       sm90::mbarrier_init(empty_v + 8u * s, 4 * C::kConsumers);
     }
+#pragma unroll
+    for (int c = 0; c < C::kConsumers; ++c) sm90::mbarrier_init(q_full + 8u * c, 1);
   }
 };
 

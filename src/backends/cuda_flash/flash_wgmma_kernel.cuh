@@ -11,11 +11,13 @@
 //     64-column slab, WgmmaKvMaps), the rest with cp.async (one block-table lookup per
 //     key; out-of-range keys zero-filled); fp8 caches through staging buffers, converted
 //     to fp16 by the producer (produce_fp8_kv_tiles; bf16 queries are then brought into
-//     fp16 row by row, WgmmaConsumer::load_q). Per stage, K and V each have a "full" mbarrier
-//     (every producer thread arrives, and the copy engine's bytes or the thread's cp.async
-//     copies land) and an "empty" one (every consumer warp arrives when it no longer reads
-//     them); the producer waits on "empty" before reusing a stage, so K of the next tiles
-//     streams in while V of the current one is still in use.
+//     fp16 row by row, WgmmaConsumer::load_q). In a launch that also writes the cache
+//     (kFold), whole tiles of the step's own keys come from the K/V inputs by the copy
+//     engine (one load per 64-column slab, WgmmaKvMaps::fresh_k/fresh_v). Per stage, K and V each
+//     have a "full" mbarrier (every producer thread arrives, and the copy engine's bytes or the
+//     thread's cp.async copies land) and an "empty" one (every consumer warp arrives when it no
+//     longer reads them); the producer waits on "empty" before reusing a stage, so K of the next
+//     tiles streams in while V of the current one is still in use.
 //   two consumers (warps 4-7 and 8-11, registers raised to kConsumerRegs): 64 rows each,
 //     Q in shared memory. Per tile t: S_t = Q K_t^T (wgmma, both operands from shared
 //     memory) and O += P_{t-1} V_{t-1} (wgmma, P from registers, V MN-major from shared
@@ -24,8 +26,11 @@
 //     intra-warpgroup overlap). With kPingPong (the default) the two consumers take turns
 //     issuing their products (named barriers), so one's softmax also overlaps the other's
 //     matrix products; they share no other synchronisation.
+// Q comes by the copy engine where a map describes it (WgmmaKvMaps::q: folded launches,
+// groups dividing 64), otherwise by cp.async.
 // The epilogue stages each consumer's output tile in its (then free) Q buffer and writes
-// 16-byte rows, or writes split-KV partials, merged by the group's last CTA
+// it by the copy engine (WgmmaKvMaps::o, whole 64-row tiles) or as 16-byte rows, or writes
+// split-KV partials, merged by the group's last CTA
 // (flash_split_merge.cuh) over the consumer threads.
 // With kFold (16-bit caches; can_fold_cache_update) the launch also does the step's cache
 // update: the producer reads the step's own keys from the inputs and, after its last
@@ -151,9 +156,28 @@ struct WgmmaConsumer {
     named_barrier_sync(2 + wg, 128);
   }
 
-  // Q (rows past row_end zero-filled), swizzled like the K/V slabs.
-  __device__ __forceinline__ void load_q() {
+  // Q (rows past row_end zero-filled), swizzled like the K/V slabs. With a Q map
+  // (maps.q_rows, 16-bit caches) the copy engine brings the consumer's 64 rows, one box per
+  // slab, and rows past row_end hold whatever the map reads there (other tokens' queries,
+  // zeros past the last token): each row's scores, softmax and output are its own, and
+  // those rows' outputs are not written.
+  __device__ __forceinline__ void load_q(const WgmmaKvMaps& maps) {
     using namespace sm90;
+    if constexpr (!kScaledQ) {
+      if (maps.q_rows == 64) {
+        const uint32_t bar = smem.q_full + 8u * static_cast<uint32_t>(wg);
+        if (ctid == 0) {
+          mbarrier_arrive_expect_tx(bar, C::kQBytes);
+#pragma unroll
+          for (int j = 0; j < C::kSlabs; ++j) {
+            tma_load_3d(q_base + j * C::kQSlabBytes, &maps.q, j * 64, kv_head * group,
+                        item.q_start + wg_row0 / group, bar);
+          }
+        }
+        mbarrier_wait(bar, 0);
+        return;
+      }
+    }
     for (int i = ctid; i < 64 * kChunks; i += 128) {
       const int r = i / kChunks, c = i % kChunks;
       const int row = wg_row0 + r;
@@ -474,7 +498,11 @@ struct WgmmaConsumer {
   // The output rows (with the sinks' share of the denominator): staged in this consumer's
   // Q buffer (its S products are complete), row-major with 16-byte chunks swizzled by row,
   // then written as whole 16-byte chunks.
-  __device__ __forceinline__ void write_output() const {
+  // With an output map (maps.o_rows) and all 64 rows below row_end, the tile is staged as Q
+  // is laid out (64-column slabs, 128-byte rows, chunks swizzled by row: the copy engine's
+  // 128-byte swizzle) and goes out by the copy engine, one box per slab; only the issuing
+  // thread waits, until the copy has read the shared memory.
+  __device__ __forceinline__ void write_output(const WgmmaKvMaps& maps) const {
     float factor[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -487,15 +515,33 @@ struct WgmmaConsumer {
       }
     }
     T* s_out = reinterpret_cast<T*>(smem.data + static_cast<size_t>(wg) * C::kQBytes);
+    const bool by_copy_engine = kWgmmaOutTma && maps.o_rows == 64 && wg_row0 + 64 <= item.row_end;
+    constexpr int kSlabElems = static_cast<int>(C::kQSlabBytes / sizeof(T));
     sm90::fence_proxy_async();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = (warp & 3) * 16 + g + 8 * h;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
-        *reinterpret_cast<uint32_t*>(s_out + r * D + ((j ^ (r & 7)) << 3) + 2 * t) =
+        const int at = by_copy_engine ? (j >> 3) * kSlabElems + r * 64 + (((j & 7) ^ (r & 7)) << 3)
+                                      : r * D + ((j ^ (r & 7)) << 3);
+        *reinterpret_cast<uint32_t*>(s_out + at + 2 * t) =
             pack2<T>(o[4 * j + 2 * h] * factor[h], o[4 * j + 2 * h + 1] * factor[h]);
       }
+    }
+    if (by_copy_engine) {
+      sm90::fence_proxy_async();  // the staged rows, to the copy engine
+      sm90::named_barrier_sync(2 + wg, 128);
+      if (ctid == 0) {
+#pragma unroll
+        for (int j = 0; j < C::kSlabs; ++j) {
+          sm90::tma_store_3d(&maps.o, q_base + j * C::kQSlabBytes, j * 64, kv_head * group,
+                             item.q_start + wg_row0 / group);
+        }
+        sm90::bulk_commit();
+        sm90::bulk_wait_read();
+      }
+      return;
     }
     sm90::named_barrier_sync(2 + wg, 128);
     for (int i = ctid; i < 64 * kChunks; i += 128) {
@@ -553,7 +599,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if constexpr ((kWgmmaAblate & 2) != 0) {
       consumer.fill_q_pattern();
     } else {
-      consumer.load_q();
+      consumer.load_q(maps);
     }
     flash_trace(kTraceQLoaded, threadIdx.x == 128);
     consumer.attend();
@@ -566,7 +612,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
       split_kv_merge_if_last<T, C>(merge_args, items + blockIdx.x, kv_head, partial_o, partial_lse,
                                    split_counters, smem.data);
     } else if constexpr ((kWgmmaAblate & 1) == 0) {
-      consumer.write_output();
+      consumer.write_output(maps);
     }
     flash_trace(kTraceResultWritten, threadIdx.x == 128);
   }

@@ -19,10 +19,24 @@ namespace attnkit::cuda {
 // then the block. A box is box_rows keys: the block size, or BN when blocks are larger.
 // box_rows == 0: no maps (contiguous caches, or strides, alignment or block sizes the copy
 // engine cannot take), every tile by cp.async.
+// With kFold, fresh_k / fresh_v map the step's K and V inputs: three dimensions, the head
+// dimension (boxes of 64 elements, 128-byte swizzle), the KV head and the token; a box is
+// one KV head's rows of BN consecutive tokens. fresh_rows: BN, or 0 when they are not
+// mapped (no fold, or strides or alignment the copy engine cannot take) and the step's own
+// keys go by cp.async.
+// q maps the queries the same way (three dimensions: head dimension, query head, token); a
+// box is 64 packed rows, 64 / group tokens of one KV head's group query heads. q_rows: 64, or
+// 0 when Q is not mapped (the rows are then loaded by cp.async, WgmmaConsumer::load_q).
 struct WgmmaKvMaps {
   CUtensorMap k, v;
+  CUtensorMap fresh_k, fresh_v;
+  CUtensorMap q;
+  CUtensorMap o;  // the output, as q (o_rows: 64, or 0 when not mapped)
   int box_rows;
   int slot_dim;  // 1 or 2: the map dimension of the slot (the KV head's is 3 - slot_dim)
+  int fresh_rows;
+  int q_rows;
+  int o_rows;
 };
 
 // One whole tile of a paged cache (C::kCopyEngine), keys [kb, kb + BN), into `stage`: lane
@@ -46,13 +60,11 @@ __device__ __forceinline__ void produce_tile_by_copy_engine(
     box_block = block_row[logical];
     box_slot = key - logical * block_size;
   }
-  const uint32_t stage_base =
-      smem.base + C::kKvOffset + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+  const uint32_t stage_base = smem.stage_base(stage);
 #pragma unroll
   for (int part = 0; part < 2; ++part) {
-    const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
-    const uint32_t full = (part == 0 ? smem.full_k : smem.full_v) + 8u * stage;
-    if (reuse) mbarrier_wait(empty, reuse_parity);
+    const uint32_t full = smem.full(part, stage);
+    if (reuse) mbarrier_wait(smem.empty(part, stage), reuse_parity);
     if (tid == 0) mbarrier_arrive_expect_tx(full, C::kTileBytes);
     if (tid < 32) __syncwarp();
     if (tid < boxes) {
@@ -197,6 +209,35 @@ __device__ __forceinline__ void produce_whole_tile_from_inputs(
   }
 }
 
+// The step's own keys by the copy engine (kFold, maps.fresh_rows == BN): one whole tile,
+// keys [kb, kb + BN), all of them new, the rows of tokens token0 .. token0 + BN - 1 of the
+// step's K and V inputs. Thread 0 announces each part's bytes on the stage's "full" barrier
+// and issues its boxes (one per 64-column slab); every other producer thread makes a plain
+// arrival, so the barrier counts 128 arrivals as for a tile copied by cp.async. Two copies
+// per part where cp.async takes BN / 16 * kSlabs per thread.
+template <typename C>
+__device__ __forceinline__ void produce_tile_from_inputs_by_copy_engine(
+    int token0, int kv_head, int stage, uint32_t reuse_parity, bool reuse, const WgmmaSmem<C>& smem,
+    const WgmmaKvMaps& maps) {
+  using namespace sm90;
+#pragma unroll
+  for (int part = 0; part < 2; ++part) {
+    const uint32_t full = smem.full(part, stage);
+    if (reuse) mbarrier_wait(smem.empty(part, stage), reuse_parity);
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_tx(full, C::kTileBytes);
+      const void* map = part == 0 ? static_cast<const void*>(&maps.fresh_k) : &maps.fresh_v;
+#pragma unroll
+      for (int j = 0; j < C::kSlabs; ++j) {
+        tma_load_3d(smem.stage_base(stage) + part * C::kTileBytes + j * C::kSlabBytes, map, j * 64,
+                    kv_head, token0, full);
+      }
+    } else {
+      mbarrier_arrive(full);
+    }
+  }
+}
+
 // The folded cache write (kFold): this thread's chunks of the K and V rows of the item's own
 // tokens (those of its rows: [own_begin, own_end) in key positions) that lie in tile `tile`,
 // keys [kb, kb + BN), into their cache slots. `resident`: the tile's stage still holds
@@ -211,13 +252,19 @@ __device__ __forceinline__ void write_own_rows(const CacheUpdateParams& fresh,
                                                uint32_t stage_dst, bool resident, int key_in_pass,
                                                int sub) {
   constexpr int kPasses = C::BN / 16;
-#pragma unroll 1
+  // Every pass's slot first: one round trip for the tile, not one per pass.
+  int64_t slots[kPasses];
+#pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
     const int kpos = kb + pass * 16 + key_in_pass;
-    if (kpos < own_begin || kpos >= own_end) continue;
-    const int token = item.q_start + kpos - pos_base;
-    const int64_t slot = fresh.slot_mapping[token];
-    if (slot < 0) continue;  // a padding token
+    const bool own = kpos >= own_begin && kpos < own_end;
+    slots[pass] = own ? fresh.slot_mapping[item.q_start + kpos - pos_base] : -1;
+  }
+#pragma unroll
+  for (int pass = 0; pass < kPasses; ++pass) {
+    const int64_t slot = slots[pass];
+    if (slot < 0) continue;  // not an own key of this tile, or a padding token
+    const int token = item.q_start + kb + pass * 16 + key_in_pass - pos_base;
     const int64_t block = slot / fresh.block_size, offset = slot - block * fresh.block_size;
 #pragma unroll
     for (int part = 0; part < 2; ++part) {
@@ -333,6 +380,13 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
     }
     const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
     if constexpr (kFold) {
+      if ((kWgmmaAblate & 4) == 0 && kb >= fresh_from && kb + BN <= kv_end &&
+          maps.fresh_rows == BN) {
+        produce_tile_from_inputs_by_copy_engine<C>(item.q_start + kb - pos_base, kv_head, stage,
+                                                   reuse_parity, tile >= STAGES, smem, maps);
+        walk_stale = true;
+        continue;
+      }
       if (kb >= fresh_from && kb + BN <= kv_end) {
         const int64_t token = item.q_start + kb + key_in_pass - pos_base;
         produce_whole_tile_from_inputs<C>(
@@ -444,10 +498,18 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
     if (own_begin < own_end) {
 #pragma unroll 1
       for (int tile = (own_begin - kv_begin) / BN; tile < num_tiles; ++tile) {
-        const uint32_t stage_dst =
-            dst_key + static_cast<uint32_t>(tile % STAGES) * 2u * C::kTileBytes;
+        const int stage = tile % STAGES;
+        const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
+        const bool resident = tile >= num_tiles - STAGES;
+        if (resident) {
+          // A tile the copy engine brought is read back once its stage's phases are done
+          // (a cp.async tile's own chunks have landed already; the wait returns at once).
+          const uint32_t parity = (tile / STAGES) & 1;
+          mbarrier_wait(smem.full_k + 8u * stage, parity);
+          mbarrier_wait(smem.full_v + 8u * stage, parity);
+        }
         write_own_rows<T, C>(fresh, item, kv_head, kv_begin + tile * BN, own_begin, own_end,
-                             pos_base, stage_dst, tile >= num_tiles - STAGES, key_in_pass, sub);
+                             pos_base, stage_dst, resident, key_in_pass, sub);
       }
     }
   }

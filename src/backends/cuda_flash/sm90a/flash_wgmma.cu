@@ -82,6 +82,18 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return encode;
 }
 
+// Element strides of a 16-bit tensor as the byte strides of a tensor map; false when the
+// copy engine cannot take one (not a positive multiple of 16 bytes below 2^40).
+template <int N>
+bool map_byte_strides(const int64_t (&elements)[N], cuuint64_t (&bytes)[N]) {
+  for (int i = 0; i < N; ++i) {
+    const int64_t b = elements[i] * 2;
+    if (b <= 0 || b % 16 != 0 || b >= (int64_t{1} << 40)) return false;
+    bytes[i] = static_cast<cuuint64_t>(b);
+  }
+  return true;
+}
+
 // One 16-bit cache as a WgmmaKvMaps tensor map: dimensions (head dimension, slot and KV head
 // in the order slot_dim gives, block), boxes of 64 x box_rows elements. The block dimension
 // is given its largest extent: the kernel loads only boxes of keys below kv_end, whose
@@ -94,11 +106,7 @@ bool encode_cache_map(CUtensorMap* map, const void* base, int64_t block_stride,
   const int64_t strides[3] = {slot_dim == 1 ? token_stride : head_stride,
                               slot_dim == 1 ? head_stride : token_stride, block_stride};
   cuuint64_t global_strides[3];
-  for (int i = 0; i < 3; ++i) {
-    const int64_t bytes = strides[i] * 2;
-    if (bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t{1} << 40)) return false;
-    global_strides[i] = static_cast<cuuint64_t>(bytes);
-  }
+  if (!map_byte_strides(strides, global_strides)) return false;
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(head_size),
                               static_cast<cuuint64_t>(slot_dim == 1 ? block_size : num_kv_heads),
                               static_cast<cuuint64_t>(slot_dim == 1 ? num_kv_heads : block_size),
@@ -110,6 +118,53 @@ bool encode_cache_map(CUtensorMap* map, const void* base, int64_t block_stride,
                 global_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// A [token, head, head dimension] tensor of 16-bit rows (the step's K or V input, Q, the
+// output; strides in elements) as a three-dimensional map: boxes of 64 elements x box_heads
+// heads x box_tokens tokens, 128-byte swizzled (the layout of the kernel's K/V slabs and Q
+// buffers). False when the copy engine cannot take it.
+bool encode_token_map(CUtensorMap* map, const void* base, int64_t token_stride, int64_t head_stride,
+                      int num_tokens, int num_heads, int head_size, int box_heads, int box_tokens) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (encode == nullptr || reinterpret_cast<uintptr_t>(base) % 16 != 0 || num_tokens <= 0) {
+    return false;
+  }
+  const int64_t strides[2] = {head_stride, token_stride};
+  cuuint64_t global_strides[2];
+  if (!map_byte_strides(strides, global_strides)) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_size),
+                              static_cast<cuuint64_t>(num_heads),
+                              static_cast<cuuint64_t>(num_tokens)};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(box_heads),
+                             static_cast<cuuint32_t>(box_tokens)};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<void*>(base), dims,
+                global_strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// ATTNKIT_FLASH_WGMMA_FRESH_TMA 0 copies the step's own keys by cp.async even where the
+// copy engine could (bench/variants, for comparisons).
+#ifndef ATTNKIT_FLASH_WGMMA_FRESH_TMA
+#define ATTNKIT_FLASH_WGMMA_FRESH_TMA 1
+#endif
+
+// The fresh maps of `maps` for a folded step (fresh.key set): fresh_rows BN when both
+// inputs could be mapped, 0 otherwise (and always 0 without a fold).
+template <typename C>
+void add_input_maps(WgmmaKvMaps& maps, const PagedAttentionParams& p,
+                    const CacheUpdateParams& fresh) {
+  maps.fresh_rows = 0;
+  if (!ATTNKIT_FLASH_WGMMA_FRESH_TMA || fresh.key == nullptr || fresh.value == nullptr) return;
+  if (encode_token_map(&maps.fresh_k, fresh.key, fresh.key_token_stride, fresh.key_head_stride,
+                       fresh.num_tokens, p.num_kv_heads, p.head_size, 1, C::BN) &&
+      encode_token_map(&maps.fresh_v, fresh.value, fresh.value_token_stride,
+                       fresh.value_head_stride, fresh.num_tokens, p.num_kv_heads, p.head_size_v, 1,
+                       C::BN)) {
+    maps.fresh_rows = C::BN;
+  }
 }
 
 // The step's K/V tensor maps for configuration C; box_rows 0 when the copy engine is not
@@ -142,6 +197,43 @@ WgmmaKvMaps make_kv_maps(const PagedAttentionParams& p) {
   return maps;
 }
 
+// ATTNKIT_FLASH_WGMMA_Q_TMA 1 loads each consumer's Q rows with the copy engine where a
+// map can describe them (16-bit caches, groups dividing 64, a folded step, whose inputs
+// give the token count).
+#ifndef ATTNKIT_FLASH_WGMMA_Q_TMA
+#define ATTNKIT_FLASH_WGMMA_Q_TMA 1
+#endif
+
+// The Q and output maps of `maps` (q_rows, o_rows 64) where the consumers' rows can go by
+// the copy engine: groups dividing 64 and a known token count (num_tokens > 0); Q only for
+// 16-bit caches (the fp8 configurations rescale bf16 rows as they load them).
+template <typename C>
+void add_row_maps(WgmmaKvMaps& maps, const PagedAttentionParams& p, int num_tokens) {
+  maps.q_rows = 0;
+  maps.o_rows = 0;
+  const int group = p.num_kv_heads > 0 ? p.num_heads / p.num_kv_heads : 0;
+  if (num_tokens <= 0 || group <= 0 || 64 % group != 0) return;
+  if (ATTNKIT_FLASH_WGMMA_Q_TMA && !C::kFp8 &&
+      encode_token_map(&maps.q, p.q, p.q_token_stride, p.q_head_stride, num_tokens, p.num_heads,
+                       p.head_size, group, 64 / group)) {
+    maps.q_rows = 64;
+  }
+  if (kWgmmaOutTma && encode_token_map(&maps.o, p.out, p.o_token_stride, p.o_head_stride,
+                                       num_tokens, p.num_heads, p.head_size_v, group, 64 / group)) {
+    maps.o_rows = 64;
+  }
+}
+
+// The cache maps (make_kv_maps) and, for a folded step, the inputs' (add_input_maps,
+// add_row_maps).
+template <typename C>
+WgmmaKvMaps make_step_maps(const PagedAttentionParams& p, const CacheUpdateParams& fresh) {
+  WgmmaKvMaps maps = make_kv_maps<C>(p);
+  add_input_maps<C>(maps, p, fresh);
+  add_row_maps<C>(maps, p, fresh.key != nullptr ? fresh.num_tokens : 0);
+  return maps;
+}
+
 // KV: the cache's storage type, T or an fp8 type. fresh.key set: the launch also writes the
 // step's new keys/values into the cache (the kFold kernels; 16-bit caches only).
 template <int D, typename T, typename KV>
@@ -167,7 +259,7 @@ void launch_typed(const PagedAttentionParams& p, const CudaWorkItem* items, int 
   launch_kernel_ex(kernel, dim3(count, p.num_kv_heads), dim3(C::kThreads), C::kSmemBytes,
                    static_cast<cudaStream_t>(plan.stream), /*programmatic=*/true, p, items,
                    plan.partial_o, plan.partial_lse, plan.split_counters, fresh,
-                   make_kv_maps<C>(p));
+                   make_step_maps<C>(p, fresh));
   ATTNKIT_CUDA_CHECK_LAUNCH(flash_wgmma_kernel);
 }
 
