@@ -194,8 +194,7 @@ __device__ __forceinline__ void produce_whole_tile_from_inputs(
   constexpr int kPasses = C::BN / 16;
 #pragma unroll
   for (int part = 0; part < 2; ++part) {
-    const uint32_t empty = (part == 0 ? smem.empty_k : smem.empty_v) + 8u * stage;
-    if (reuse) mbarrier_wait(empty, reuse_parity);
+    if (reuse) mbarrier_wait(smem.empty(part, stage), reuse_parity);
     const char* src = part == 0 ? k_row : v_row;
     const int64_t pass_bytes = part == 0 ? k_pass_bytes : v_pass_bytes;
 #pragma unroll
@@ -205,7 +204,7 @@ __device__ __forceinline__ void produce_whole_tile_from_inputs(
       for (int j = 0; j < C::kSlabs; ++j) cp_async_16(dst + j * C::kSlabBytes, src + j * 128, 16);
       src += pass_bytes;
     }
-    cp_async_arrive_noinc((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
+    cp_async_arrive_noinc(smem.full(part, stage));
   }
 }
 
@@ -240,9 +239,10 @@ __device__ __forceinline__ void produce_tile_from_inputs_by_copy_engine(
 
 // The folded cache write (kFold): this thread's chunks of the K and V rows of the item's own
 // tokens (those of its rows: [own_begin, own_end) in key positions) that lie in tile `tile`,
-// keys [kb, kb + BN), into their cache slots. `resident`: the tile's stage still holds
-// what this thread copied into it (its copies have landed, cp_async_wait), and the chunks
-// are read back from there, one 16-byte shared-memory load per store; otherwise they are
+// keys [kb, kb + BN), into their cache slots. `resident`: the tile's stage still holds it
+// and its copies have landed (the caller waited on the stage's "full" barriers, which
+// also covers a tile brought by the copy engine), and the chunks are read back from there,
+// one 16-byte shared-memory load per store; otherwise they are
 // read again from the inputs (a tile the ring has since reused: only where the own keys
 // span more tiles than there are stages, head size 256 after cached context).
 template <typename T, typename C>
