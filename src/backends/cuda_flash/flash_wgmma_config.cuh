@@ -28,6 +28,15 @@ inline constexpr int kWgmmaAblate = ATTNKIT_FLASH_WGMMA_ABLATE;
 #endif
 inline constexpr bool kWgmmaOutTma = ATTNKIT_FLASH_WGMMA_OUT_TMA != 0;
 
+// ATTNKIT_FLASH_WGMMA_WRITE_TMA 1: the folded cache write (produce_kv_tiles) stores the own
+// keys of tiles the copy engine brought from the inputs with the copy engine too, 16 keys a
+// box where their slots are consecutive in one block (WgmmaKvMaps::write_k / write_v); 0:
+// every own key by 16-byte stores from the producer threads.
+#ifndef ATTNKIT_FLASH_WGMMA_WRITE_TMA
+#define ATTNKIT_FLASH_WGMMA_WRITE_TMA 0
+#endif
+inline constexpr bool kWgmmaWriteTma = ATTNKIT_FLASH_WGMMA_WRITE_TMA != 0;
+
 template <int D_, int BN_, int STAGES_, bool PING_PONG_, bool COPY_ENGINE_ = false,
           int MIN_COPY_BOX_ROWS_ = 8, int FP8_BUFFERS_ = 0>
 struct WgmmaFlashConfig {

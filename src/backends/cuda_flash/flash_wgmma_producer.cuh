@@ -27,16 +27,25 @@ namespace attnkit::cuda {
 // q maps the queries the same way (three dimensions: head dimension, query head, token); a
 // box is 64 packed rows, 64 / group tokens of one KV head's group query heads. q_rows: 64, or
 // 0 when Q is not mapped (the rows are then loaded by cp.async, WgmmaConsumer::load_q).
+// write_k / write_v (kFold, kWgmmaWriteTma) map the caches as k / v do, with boxes of
+// kWriteBoxRows keys whatever the configuration, for the folded write's stores
+// (store_own_passes); write_slot_dim is their slot dimension, write_rows kWriteBoxRows, or 0
+// when they are not mapped (no fold, contiguous caches, blocks of fewer keys, layouts the
+// copy engine cannot take) and every own key is stored by the producer threads.
+inline constexpr int kWriteBoxRows = 16;
 struct WgmmaKvMaps {
   CUtensorMap k, v;
   CUtensorMap fresh_k, fresh_v;
   CUtensorMap q;
   CUtensorMap o;  // the output, as q (o_rows: 64, or 0 when not mapped)
+  CUtensorMap write_k, write_v;
   int box_rows;
   int slot_dim;  // 1 or 2: the map dimension of the slot (the KV head's is 3 - slot_dim)
   int fresh_rows;
   int q_rows;
   int o_rows;
+  int write_rows;
+  int write_slot_dim;
 };
 
 // One whole tile of a paged cache (C::kCopyEngine), keys [kb, kb + BN), into `stage`: lane
@@ -245,19 +254,20 @@ __device__ __forceinline__ void produce_tile_from_inputs_by_copy_engine(
 // one 16-byte shared-memory load per store; otherwise they are
 // read again from the inputs (a tile the ring has since reused: only where the own keys
 // span more tiles than there are stages, head size 256 after cached context).
+// Passes whose bit is set in `stored` were stored by the copy engine (store_own_passes).
 template <typename T, typename C>
 __device__ __forceinline__ void write_own_rows(const CacheUpdateParams& fresh,
                                                const CudaWorkItem& item, int kv_head, int kb,
                                                int own_begin, int own_end, int pos_base,
                                                uint32_t stage_dst, bool resident, int key_in_pass,
-                                               int sub) {
+                                               int sub, uint32_t stored) {
   constexpr int kPasses = C::BN / 16;
   // Every pass's slot first: one round trip for the tile, not one per pass.
   int64_t slots[kPasses];
 #pragma unroll
   for (int pass = 0; pass < kPasses; ++pass) {
     const int kpos = kb + pass * 16 + key_in_pass;
-    const bool own = kpos >= own_begin && kpos < own_end;
+    const bool own = kpos >= own_begin && kpos < own_end && ((stored >> pass) & 1u) == 0;
     slots[pass] = own ? fresh.slot_mapping[item.q_start + kpos - pos_base] : -1;
   }
 #pragma unroll
@@ -294,6 +304,63 @@ __device__ __forceinline__ void write_own_rows(const CacheUpdateParams& fresh,
       }
     }
   }
+}
+
+// The folded write of a resident tile's passes by the copy engine (kWgmmaWriteTma, maps.
+// write_rows == kWriteBoxRows == 16 keys a pass): a pass qualifies when each of its 16 keys
+// is an own key ([own_begin, own_end)) with a slot, the slots consecutive and inside one
+// block. Every lane of the calling warp reads the tile's BN slot_mapping entries (32 a
+// round; each warp of the producer finds the same passes, no barrier needed) and gets the
+// mask of qualifying passes; thread 0 stores them from the stage (K and V, one box per
+// 64-column slab: the stage's slabs hold the rows in the 128-byte-swizzled layout the maps
+// store from) as one bulk group, which the caller waits for (bulk_wait_read) before the
+// CTA leaves or its shared memory is reused. The stage must hold rows the copy engine
+// loaded (the async proxy wrote them; the caller waited on the stage's "full" barriers).
+template <typename C>
+__device__ __forceinline__ uint32_t store_own_passes(const CacheUpdateParams& fresh,
+                                                     const CudaWorkItem& item, int kv_head, int kb,
+                                                     int own_begin, int own_end, int pos_base,
+                                                     uint32_t stage_base, const WgmmaKvMaps& maps) {
+  using namespace sm90;
+  static_assert(C::BN % 32 == 0 && kWriteBoxRows == 16, "two passes of 16 keys per round");
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x & 31;
+  const int64_t block_size = fresh.block_size;
+  uint32_t stored = 0;
+#pragma unroll 1
+  for (int round = 0; round < C::BN / 32; ++round) {
+    const int key = kb + round * 32 + lane;
+    const bool own = key >= own_begin && key < own_end;
+    const int64_t slot = own ? fresh.slot_mapping[item.q_start + key - pos_base] : -1;
+    const int64_t first = __shfl_sync(kAll, slot, lane & 16);  // its pass's first slot
+    const bool fits = lane % 16 != 0 || first % block_size <= block_size - kWriteBoxRows;
+    const uint32_t votes = __ballot_sync(kAll, slot >= 0 && slot == first + lane % 16 && fits);
+    const uint32_t passes =
+        ((votes & 0xffffu) == 0xffffu ? 1u : 0u) | (votes >> 16 == 0xffffu ? 2u : 0u);
+    if (passes == 0) continue;
+    stored |= passes << (2 * round);
+    const int64_t pass_first[2] = {__shfl_sync(kAll, slot, 0), __shfl_sync(kAll, slot, 16)};
+    if (threadIdx.x != 0) continue;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (((passes >> half) & 1u) == 0) continue;
+      const int block = static_cast<int>(pass_first[half] / block_size);
+      const int in_block = static_cast<int>(pass_first[half] - block * block_size);
+      const int c1 = maps.write_slot_dim == 1 ? in_block : kv_head;
+      const int c2 = maps.write_slot_dim == 1 ? kv_head : in_block;
+      const uint32_t rows = stage_base + static_cast<uint32_t>(round * 32 + half * 16) * 128u;
+#pragma unroll
+      for (int part = 0; part < 2; ++part) {
+        const void* map = part == 0 ? static_cast<const void*>(&maps.write_k) : &maps.write_v;
+#pragma unroll
+        for (int j = 0; j < C::kSlabs; ++j) {
+          tma_store_4d(map, rows + part * C::kTileBytes + j * C::kSlabBytes, j * 64, c1, c2, block);
+        }
+      }
+    }
+  }
+  if (threadIdx.x == 0 && stored != 0) bulk_commit();
+  return stored;
 }
 
 // The producer warpgroup: every K/V tile of the item into the ring of stages. With
@@ -496,9 +563,11 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
     const int own_begin = own_lo > kv_begin ? own_lo : kv_begin;
     const int own_end = own_hi < kv_end ? own_hi : kv_end;
     if (own_begin < own_end) {
+      bool any_stored = false;
 #pragma unroll 1
       for (int tile = (own_begin - kv_begin) / BN; tile < num_tiles; ++tile) {
         const int stage = tile % STAGES;
+        const int kb = kv_begin + tile * BN;
         const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
         const bool resident = tile >= num_tiles - STAGES;
         if (resident) {
@@ -508,9 +577,22 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
           mbarrier_wait(smem.full_k + 8u * stage, parity);
           mbarrier_wait(smem.full_v + 8u * stage, parity);
         }
-        write_own_rows<T, C>(fresh, item, kv_head, kv_begin + tile * BN, own_begin, own_end,
-                             pos_base, stage_dst, resident, key_in_pass, sub);
+        uint32_t stored = 0;
+        if constexpr (kWgmmaWriteTma) {
+          // Only a tile the copy engine loaded (the condition of the loop above).
+          if (resident && maps.write_rows == kWriteBoxRows && (kWgmmaAblate & 4) == 0 &&
+              kb >= fresh_from && kb + BN <= kv_end && maps.fresh_rows == BN) {
+            stored = store_own_passes<C>(fresh, item, kv_head, kb, own_begin, own_end, pos_base,
+                                         smem.stage_base(stage), maps);
+            any_stored = any_stored || stored != 0;
+          }
+        }
+        write_own_rows<T, C>(fresh, item, kv_head, kb, own_begin, own_end, pos_base, stage_dst,
+                             resident, key_in_pass, sub, stored);
       }
+      // The copy engine has read the stages before the CTA leaves (or the split merge
+      // reuses them).
+      if (kWgmmaWriteTma && threadIdx.x == 0 && any_stored) bulk_wait_read();
     }
   }
 }

@@ -103,6 +103,15 @@ __device__ __forceinline__ void tma_store_3d(const void* map, uint32_t src, int 
       "r"(src), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
 }
+// Stores a box of a 4-dimensional tensor map from shared memory at `src`, as tma_store_3d.
+__device__ __forceinline__ void tma_store_4d(const void* map, uint32_t src, int c0, int c1, int c2,
+                                             int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%2, %3, %4, %5}], "
+      "[%1];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
 __device__ __forceinline__ void bulk_commit() {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }

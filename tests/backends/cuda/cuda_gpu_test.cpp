@@ -190,7 +190,10 @@ std::vector<NamedCase> all_cases() {
   // blocks of a multiple of 16 keys are copied by groups of 16 keys in one block (at head
   // size 64 a pass of 32 keys spans two groups: blocks of 16 and 48), blocks of 8 key by
   // key; keys past each item's end zero-filled; scales away from 1, so that a missing k_scale or
-  // v_scale shows. Other GPUs run all of them on the sm_80 kernels.
+  // v_scale shows. The folded cache write stores 16 keys at a time with the copy engine where
+  // their slots are consecutive in one block: blocks of 24 and 40 keys put some passes of 16
+  // keys across two blocks (stored key by key) beside passes inside one. Other GPUs run all
+  // of them on the sm_80 kernels.
   struct PrefillTileCase {
     const char* name;
     int head_size;
@@ -217,6 +220,8 @@ std::vector<NamedCase> all_cases() {
                         kSame},
         PrefillTileCase{"CopyEngineBlock48NhdD256", 256, 48, KvLayout::kNHD, DType::kFloat16,
                         kSame},
+        PrefillTileCase{"WriteBlock24NhdD128", 128, 24, KvLayout::kNHD, DType::kBFloat16, kSame},
+        PrefillTileCase{"WriteBlock40HndD256", 256, 40, KvLayout::kHND, DType::kFloat16, kSame},
         PrefillTileCase{"Fp8E5M2Block48NhdD64", 64, 48, KvLayout::kNHD, DType::kBFloat16,
                         KvCacheDType::kFp8E5M2},
         PrefillTileCase{"Fp8E4M3Block16HndD64", 64, 16, KvLayout::kHND, DType::kFloat16,

@@ -224,13 +224,39 @@ void add_row_maps(WgmmaKvMaps& maps, const PagedAttentionParams& p, int num_toke
   }
 }
 
-// The cache maps (make_kv_maps) and, for a folded step, the inputs' (add_input_maps,
-// add_row_maps).
+// The folded write's cache maps (write_rows kWriteBoxRows; 0 when not made): a folded step
+// (whose own keys come by the copy engine: fresh_rows set) over a paged cache with blocks
+// of at least kWriteBoxRows keys and the slot on the same side of the head in K and V.
+template <typename C>
+void add_write_maps(WgmmaKvMaps& maps, const PagedAttentionParams& p,
+                    const CacheUpdateParams& fresh) {
+  maps.write_rows = 0;
+  maps.write_slot_dim = 1;
+  if (!kWgmmaWriteTma || maps.fresh_rows == 0 || p.block_table == nullptr ||
+      fresh.block_size < kWriteBoxRows) {
+    return;
+  }
+  const int slot_dim = fresh.k_token_stride <= fresh.k_head_stride ? 1 : 2;
+  if ((fresh.v_token_stride <= fresh.v_head_stride ? 1 : 2) != slot_dim) return;
+  if (encode_cache_map(&maps.write_k, fresh.k_cache, fresh.k_block_stride, fresh.k_token_stride,
+                       fresh.k_head_stride, fresh.block_size, p.num_kv_heads, p.head_size,
+                       kWriteBoxRows, slot_dim) &&
+      encode_cache_map(&maps.write_v, fresh.v_cache, fresh.v_block_stride, fresh.v_token_stride,
+                       fresh.v_head_stride, fresh.block_size, p.num_kv_heads, p.head_size_v,
+                       kWriteBoxRows, slot_dim)) {
+    maps.write_rows = kWriteBoxRows;
+    maps.write_slot_dim = slot_dim;
+  }
+}
+
+// The cache maps (make_kv_maps) and, for a folded step, the inputs' and the folded write's
+// (add_input_maps, add_row_maps, add_write_maps).
 template <typename C>
 WgmmaKvMaps make_step_maps(const PagedAttentionParams& p, const CacheUpdateParams& fresh) {
   WgmmaKvMaps maps = make_kv_maps<C>(p);
   add_input_maps<C>(maps, p, fresh);
   add_row_maps<C>(maps, p, fresh.key != nullptr ? fresh.num_tokens : 0);
+  add_write_maps<C>(maps, p, fresh);
   return maps;
 }
 
