@@ -307,37 +307,54 @@ __device__ __forceinline__ void write_own_rows(const CacheUpdateParams& fresh,
 }
 
 // The folded write of a resident tile's passes by the copy engine (kWgmmaWriteTma, maps.
-// write_rows == kWriteBoxRows == 16 keys a pass): a pass qualifies when each of its 16 keys
-// is an own key ([own_begin, own_end)) with a slot, the slots consecutive and inside one
-// block. Every lane of the calling warp reads the tile's BN slot_mapping entries (32 a
-// round; each warp of the producer finds the same passes, no barrier needed) and gets the
-// mask of qualifying passes; thread 0 stores them from the stage (K and V, one box per
-// 64-column slab: the stage's slabs hold the rows in the 128-byte-swizzled layout the maps
-// store from) as one bulk group, which the caller waits for (bulk_wait_read) before the
-// CTA leaves or its shared memory is reused. The stage must hold rows the copy engine
-// loaded (the async proxy wrote them; the caller waited on the stage's "full" barriers).
+// write_rows == kWriteBoxRows == 16 keys a pass). Every lane of a producer warp first loads
+// the slots of the tile's keys kb + 32 r + lane (r < BN / 32; -1 for keys that are not own
+// keys, [own_begin, own_end)), all of them before the caller waits for the tile
+// (own_pass_slots); each warp finds the same passes from them, so no barrier is needed.
 template <typename C>
-__device__ __forceinline__ uint32_t store_own_passes(const CacheUpdateParams& fresh,
-                                                     const CudaWorkItem& item, int kv_head, int kb,
-                                                     int own_begin, int own_end, int pos_base,
+struct OwnPassSlots {
+  int64_t slot[C::BN / 32];
+};
+template <typename C>
+__device__ __forceinline__ OwnPassSlots<C> own_pass_slots(const CacheUpdateParams& fresh,
+                                                          const CudaWorkItem& item, int kb,
+                                                          int own_begin, int own_end,
+                                                          int pos_base) {
+  OwnPassSlots<C> slots;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int round = 0; round < C::BN / 32; ++round) {
+    const int key = kb + round * 32 + lane;
+    const bool own = key >= own_begin && key < own_end;
+    slots.slot[round] = own ? fresh.slot_mapping[item.q_start + key - pos_base] : -1;
+  }
+  return slots;
+}
+
+// Then a pass qualifies when each of its 16 keys has a slot, the slots consecutive and
+// inside one block: the mask of those passes is returned, and thread 0 stores them from the
+// stage (K and V, one box per 64-column slab: the stage's slabs hold the rows in the
+// 128-byte-swizzled layout the maps store from) as one bulk group, which the caller waits
+// for (bulk_wait_read) before the CTA leaves or its shared memory is reused. The stage must
+// hold rows the copy engine loaded (the async proxy wrote them; the caller waited on the
+// stage's "full" barriers).
+template <typename C>
+__device__ __forceinline__ uint32_t store_own_passes(const OwnPassSlots<C>& slots,
+                                                     int64_t block_size, int kv_head,
                                                      uint32_t stage_base, const WgmmaKvMaps& maps) {
   using namespace sm90;
   static_assert(C::BN % 32 == 0 && kWriteBoxRows == 16, "two passes of 16 keys per round");
   constexpr unsigned kAll = 0xffffffffu;
   const int lane = threadIdx.x & 31;
-  const int64_t block_size = fresh.block_size;
   uint32_t stored = 0;
-#pragma unroll 1
+#pragma unroll
   for (int round = 0; round < C::BN / 32; ++round) {
-    const int key = kb + round * 32 + lane;
-    const bool own = key >= own_begin && key < own_end;
-    const int64_t slot = own ? fresh.slot_mapping[item.q_start + key - pos_base] : -1;
+    const int64_t slot = slots.slot[round];
     const int64_t first = __shfl_sync(kAll, slot, lane & 16);  // its pass's first slot
     const bool fits = lane % 16 != 0 || first % block_size <= block_size - kWriteBoxRows;
     const uint32_t votes = __ballot_sync(kAll, slot >= 0 && slot == first + lane % 16 && fits);
     const uint32_t passes =
         ((votes & 0xffffu) == 0xffffu ? 1u : 0u) | (votes >> 16 == 0xffffu ? 2u : 0u);
-    if (passes == 0) continue;
     stored |= passes << (2 * round);
     const int64_t pass_first[2] = {__shfl_sync(kAll, slot, 0), __shfl_sync(kAll, slot, 16)};
     if (threadIdx.x != 0) continue;
@@ -570,6 +587,14 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
         const int kb = kv_begin + tile * BN;
         const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
         const bool resident = tile >= num_tiles - STAGES;
+        // The copy engine stores whole passes of a resident tile it loaded (the condition
+        // of the loop above); their slots are read before the wait.
+        const bool by_engine = kWgmmaWriteTma && resident && maps.write_rows == kWriteBoxRows &&
+                               (kWgmmaAblate & 4) == 0 && kb >= fresh_from && kb + BN <= kv_end &&
+                               maps.fresh_rows == BN;
+        OwnPassSlots<C> pass_slots;
+        if (by_engine)
+          pass_slots = own_pass_slots<C>(fresh, item, kb, own_begin, own_end, pos_base);
         if (resident) {
           // A tile the copy engine brought is read back once its stage's phases are done
           // (a cp.async tile's own chunks have landed already; the wait returns at once).
@@ -578,14 +603,10 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
           mbarrier_wait(smem.full_v + 8u * stage, parity);
         }
         uint32_t stored = 0;
-        if constexpr (kWgmmaWriteTma) {
-          // Only a tile the copy engine loaded (the condition of the loop above).
-          if (resident && maps.write_rows == kWriteBoxRows && (kWgmmaAblate & 4) == 0 &&
-              kb >= fresh_from && kb + BN <= kv_end && maps.fresh_rows == BN) {
-            stored = store_own_passes<C>(fresh, item, kv_head, kb, own_begin, own_end, pos_base,
-                                         smem.stage_base(stage), maps);
-            any_stored = any_stored || stored != 0;
-          }
+        if (by_engine) {
+          stored = store_own_passes<C>(pass_slots, fresh.block_size, kv_head,
+                                       smem.stage_base(stage), maps);
+          any_stored = any_stored || stored != 0;
         }
         write_own_rows<T, C>(fresh, item, kv_head, kb, own_begin, own_end, pos_base, stage_dst,
                              resident, key_in_pass, sub, stored);
