@@ -450,6 +450,12 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
     fresh_v = static_cast<const T*>(fresh.value) +
               static_cast<int64_t>(kv_head) * fresh.value_head_stride + sub * 8;
   }
+  // Whether the whole tile of keys [kb, kb + BN) comes from the step's inputs by the copy
+  // engine (kFold): the loads below, and the folded write that may store it from its stage.
+  const auto inputs_by_copy_engine = [&](int kb) {
+    return kFold && (kWgmmaAblate & 4) == 0 && kb >= fresh_from && kb + BN <= kv_end &&
+           maps.fresh_rows == BN;
+  };
   for (int tile = 0; tile < num_tiles; ++tile) {
     const int stage = tile % STAGES;
     const uint32_t reuse_parity = ((tile / STAGES) + 1) & 1;  // the stage's previous use
@@ -464,8 +470,7 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
     }
     const uint32_t stage_dst = dst_key + static_cast<uint32_t>(stage) * 2u * C::kTileBytes;
     if constexpr (kFold) {
-      if ((kWgmmaAblate & 4) == 0 && kb >= fresh_from && kb + BN <= kv_end &&
-          maps.fresh_rows == BN) {
+      if (inputs_by_copy_engine(kb)) {
         produce_tile_from_inputs_by_copy_engine<C>(item.q_start + kb - pos_base, kv_head, stage,
                                                    reuse_parity, tile >= STAGES, smem, maps);
         walk_stale = true;
@@ -590,8 +595,7 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
         // The copy engine stores whole passes of a resident tile it loaded (the condition
         // of the loop above); their slots are read before the wait.
         const bool by_engine = kWgmmaWriteTma && resident && maps.write_rows == kWriteBoxRows &&
-                               (kWgmmaAblate & 4) == 0 && kb >= fresh_from && kb + BN <= kv_end &&
-                               maps.fresh_rows == BN;
+                               inputs_by_copy_engine(kb);
         OwnPassSlots<C> pass_slots;
         if (by_engine)
           pass_slots = own_pass_slots<C>(fresh, item, kb, own_begin, own_end, pos_base);

@@ -167,6 +167,16 @@ void add_input_maps(WgmmaKvMaps& maps, const PagedAttentionParams& p,
   }
 }
 
+// The map dimension of a paged K and V cache's slot (WgmmaKvMaps::slot_dim): 1 before the
+// head when its stride is the smaller (HND), 2 after it otherwise (NHD); 0 when K and V
+// disagree.
+int cache_slot_dim(int64_t k_token_stride, int64_t k_head_stride, int64_t v_token_stride,
+                   int64_t v_head_stride) {
+  const int k_dim = k_token_stride <= k_head_stride ? 1 : 2;
+  const int v_dim = v_token_stride <= v_head_stride ? 1 : 2;
+  return k_dim == v_dim ? k_dim : 0;
+}
+
 // The step's K/V tensor maps for configuration C; box_rows 0 when the copy engine is not
 // used (a configuration without it, contiguous caches, block sizes that are not a multiple
 // of 8 or do not divide into or out of the key tile, strides or addresses it cannot take).
@@ -182,10 +192,9 @@ WgmmaKvMaps make_kv_maps(const PagedAttentionParams& p) {
   }
   const int box_rows = bs < bn ? bs : bn;
   if (box_rows < C::kMinCopyBoxRows) return maps;
-  // The slot before the head when its stride is the smaller (HND), after it otherwise (NHD).
-  const int slot_dim = p.k_token_stride <= p.k_head_stride ? 1 : 2;
-  const int v_slot_dim = p.v_token_stride <= p.v_head_stride ? 1 : 2;
-  if (v_slot_dim != slot_dim) return maps;
+  const int slot_dim =
+      cache_slot_dim(p.k_token_stride, p.k_head_stride, p.v_token_stride, p.v_head_stride);
+  if (slot_dim == 0) return maps;
   if (!encode_cache_map(&maps.k, p.k_cache, p.k_block_stride, p.k_token_stride, p.k_head_stride, bs,
                         p.num_kv_heads, p.head_size, box_rows, slot_dim) ||
       !encode_cache_map(&maps.v, p.v_cache, p.v_block_stride, p.v_token_stride, p.v_head_stride, bs,
@@ -236,8 +245,9 @@ void add_write_maps(WgmmaKvMaps& maps, const PagedAttentionParams& p,
       fresh.block_size < kWriteBoxRows) {
     return;
   }
-  const int slot_dim = fresh.k_token_stride <= fresh.k_head_stride ? 1 : 2;
-  if ((fresh.v_token_stride <= fresh.v_head_stride ? 1 : 2) != slot_dim) return;
+  const int slot_dim = cache_slot_dim(fresh.k_token_stride, fresh.k_head_stride,
+                                      fresh.v_token_stride, fresh.v_head_stride);
+  if (slot_dim == 0) return;
   if (encode_cache_map(&maps.write_k, fresh.k_cache, fresh.k_block_stride, fresh.k_token_stride,
                        fresh.k_head_stride, fresh.block_size, p.num_kv_heads, p.head_size,
                        kWriteBoxRows, slot_dim) &&
