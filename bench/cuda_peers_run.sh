@@ -38,11 +38,13 @@ if [ -n "$peer_tar" ]; then
   done
 fi
 
-step attnkit_backends_cuda_tests tests.log 200 "$work/bin/attnkit_backends_cuda_tests"
+step attnkit_backends_cuda_tests tests.log 240 "$work/bin/attnkit_backends_cuda_tests"
 step conformance_gpu tests.log 120 "$work/bin/attnkit_conformance_tests" --gtest_filter='*Gpu*'
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran|SKIPPED \]" "$out/tests.log" | tee -a "$summary"
 grep -E "rel_l2 .*(Fp8|fp8)" "$out/tests.log" | head -40 >>"$summary"
 subset='*FlashKvFp8E4M3:*QueriesPastFp16Range:*Fp8E4M3SubnormalBf16:*FlashKvFp8E5M2HndD64WindowSinks:*FlashPrefillGqaManyTilesD128KvFp8E4M3:*FlashKvFp8E5M2D256SoftCapFp16:*FlashMixedBatch:*PagedKvFp8E4M3:*PagedKvFp8E5M2HndD48WindowSinks:*PagedDecodeSplitKvD80Bf16:*PagedDecodeSplitKvD256Fp16:*PagedOddBlockSize5:*PagedSinks:*PagedKvFp8E4M3D16:*PagedD32OddBlockBf16:*PagedTileEdges*:*PagedRowsAcrossTokens*'
+# SANITIZE_EXTRA: further cases (a gtest filter) for the sanitizers, e.g. a changed kernel's.
+[ -n "${SANITIZE_EXTRA:-}" ] && subset="$subset:$SANITIZE_EXTRA"
 # SKIP_SANITIZERS=1: a measurement of kernels already proved under the sanitizers (no kernel
 # changed since), to leave the call's time to the benchmark and its peers.
 if [ -z "${SKIP_SANITIZERS:-}" ]; then

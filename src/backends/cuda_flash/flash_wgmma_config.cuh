@@ -18,22 +18,21 @@ namespace attnkit::cuda {
 #endif
 inline constexpr int kWgmmaAblate = ATTNKIT_FLASH_WGMMA_ABLATE;
 
-// ATTNKIT_FLASH_WGMMA_OUT_TMA 1: the consumers store whole 64-row output tiles with the copy
-// engine (WgmmaKvMaps::o, flash_wgmma.cu's add_row_maps); 0 (the default): as 16-byte rows.
-// Not the default yet: the copy-engine store was timed (bench/results/cuda.md, run 84) with
-// a staging layout that was wrong at head sizes 128 and 256; the corrected layout has not
-// run on a GPU (bench/variants/otma.h builds it).
+// ATTNKIT_FLASH_WGMMA_OUT_TMA 1 (the default): the consumers store whole 64-row output tiles
+// with the copy engine (WgmmaKvMaps::o, flash_wgmma.cu's add_row_maps); 0: as 16-byte rows
+// (bench/variants/nootma.h).
 #ifndef ATTNKIT_FLASH_WGMMA_OUT_TMA
-#define ATTNKIT_FLASH_WGMMA_OUT_TMA 0
+#define ATTNKIT_FLASH_WGMMA_OUT_TMA 1
 #endif
 inline constexpr bool kWgmmaOutTma = ATTNKIT_FLASH_WGMMA_OUT_TMA != 0;
 
-// ATTNKIT_FLASH_WGMMA_WRITE_TMA 1: the folded cache write (produce_kv_tiles) stores the own
-// keys of tiles the copy engine brought from the inputs with the copy engine too, 16 keys a
-// box where their slots are consecutive in one block (WgmmaKvMaps::write_k / write_v); 0:
-// every own key by 16-byte stores from the producer threads.
+// ATTNKIT_FLASH_WGMMA_WRITE_TMA 1 (the default): the folded cache write (produce_kv_tiles)
+// stores the own keys of tiles the copy engine brought from the inputs with the copy engine
+// too, 16 keys a box where their slots are consecutive in one block (WgmmaKvMaps::write_k /
+// write_v); 0: every own key by 16-byte stores from the producer threads
+// (bench/variants/nowtma.h).
 #ifndef ATTNKIT_FLASH_WGMMA_WRITE_TMA
-#define ATTNKIT_FLASH_WGMMA_WRITE_TMA 0
+#define ATTNKIT_FLASH_WGMMA_WRITE_TMA 1
 #endif
 inline constexpr bool kWgmmaWriteTma = ATTNKIT_FLASH_WGMMA_WRITE_TMA != 0;
 
