@@ -139,15 +139,21 @@ void print_trace_phases(const std::vector<uint64_t>& marks, uint64_t first) {
       break;
     }
   }
-  std::vector<double> producer;
-  for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
-    const uint64_t* row = row_of(cta);
-    if (row[kTraceProducerDone] == 0 || row[kTraceLoopDone] == 0) continue;
-    producer.push_back(
-        (static_cast<double>(row[kTraceProducerDone]) - static_cast<double>(row[kTraceLoopDone])) *
-        1e-3);
+  // The producer's points against the consumers' loop end (signed: negative when before).
+  static const int producer_points[] = {kTraceLoadsIssued, kTraceOwnTilesIn, kTraceWriteIssued,
+                                        kTraceProducerDone};
+  static const char* producer_names[] = {"loads issued - loop done", "own tiles in - loop done",
+                                         "write issued - loop done", "producer done - loop done"};
+  for (size_t i = 0; i < std::size(producer_points); ++i) {
+    std::vector<double> us;
+    for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
+      const uint64_t* row = row_of(cta);
+      const uint64_t at = row[producer_points[i]];
+      if (at == 0 || row[kTraceLoopDone] == 0 || at < row[kTraceStart]) continue;
+      us.push_back((static_cast<double>(at) - static_cast<double>(row[kTraceLoopDone])) * 1e-3);
+    }
+    summary(producer_names[i], std::move(us));
   }
-  summary("producer done - loop done", std::move(producer));
   // CTAs per SM in start order; the gap from one's last mark to the next one's start.
   std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> per_sm;
   for (int cta = 0; cta < kFlashTraceCtas; ++cta) {
@@ -204,9 +210,10 @@ void print_trace(F&& forward) {
   std::printf("  host: %.2f us to issue one forward (%d back to back)\n",
               std::chrono::duration<double, std::micro>(t1 - t0).count() / kSteps, kSteps);
   static const char* names[kFlashTracePoints] = {
-      "start",   "waited",       "first tile",   "loop done",     "written",
-      "counted", "merge issued", "merge loaded", "merged (last)", "q loaded",
-      "sm id",   "first packed", "last packed",  "producer done"};
+      "start",        "waited",       "first tile",   "loop done",     "written",
+      "counted",      "merge issued", "merge loaded", "merged (last)", "q loaded",
+      "sm id",        "first packed", "last packed",  "producer done", "loads issued",
+      "own tiles in", "write issued"};
   for (int point = 0; point < kFlashTracePoints; ++point) {
     if (point == kTraceSmId) continue;  // not a time
     std::vector<double> us;

@@ -30,6 +30,11 @@ enum FlashTracePoint : int {
   kTraceLastPacked,     // the Hopper prefill kernel: the first consumer's last softmax done
   kTraceProducerDone,   // the Hopper prefill kernel: the producer's thread 0 done (copies
                         // issued and, when the launch writes the cache, its rows written)
+  kTraceLoadsIssued,    // the Hopper prefill kernel's 16-bit producer: its last K/V copies
+                        // issued (a launch that writes the cache: its write begins)
+  kTraceOwnTilesIn,     // ... the folded write: the last resident own tile is in its stage
+  kTraceWriteIssued,    // ... the folded write: every own row stored or handed to the copy
+                        // engine (its wait for the copy engine's reads begins)
   kFlashTracePoints
 };
 inline constexpr int kFlashTraceCtas = 16384;

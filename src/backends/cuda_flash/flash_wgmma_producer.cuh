@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include "backends/cuda_flash/flash_kernels.h"
+#include "backends/cuda_flash/flash_trace.cuh"
 #include "backends/cuda_flash/flash_wgmma_config.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
@@ -570,6 +571,7 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
       cp_async_arrive_noinc((part == 0 ? smem.full_k : smem.full_v) + 8u * stage);
     }
   }
+  flash_trace(kTraceLoadsIssued, threadIdx.x == 0);
   cp_async_wait<0>();
   if constexpr (kFold) {
     // This thread's copies have all landed (cp.async.wait_all: the copies above are
@@ -605,6 +607,7 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
           const uint32_t parity = (tile / STAGES) & 1;
           mbarrier_wait(smem.full_k + 8u * stage, parity);
           mbarrier_wait(smem.full_v + 8u * stage, parity);
+          if (tile == num_tiles - 1) flash_trace(kTraceOwnTilesIn, threadIdx.x == 0);
         }
         uint32_t stored = 0;
         if (by_engine) {
@@ -617,6 +620,7 @@ __device__ __forceinline__ void produce_kv_tiles(const PagedAttentionParams& p,
       }
       // The copy engine has read the stages before the CTA leaves (or the split merge
       // reuses them).
+      flash_trace(kTraceWriteIssued, threadIdx.x == 0);
       if (kWgmmaWriteTma && threadIdx.x == 0 && any_stored) bulk_wait_read();
     }
   }
