@@ -38,7 +38,10 @@ if [ -n "$peer_tar" ]; then
   done
 fi
 
-step attnkit_backends_cuda_tests tests.log 240 "$work/bin/attnkit_backends_cuda_tests"
+# TEST_FILTER: a gtest filter for the backends' cases (default all), e.g. a change that
+# touches one backend's kernels only.
+step attnkit_backends_cuda_tests tests.log 300 "$work/bin/attnkit_backends_cuda_tests" \
+  --gtest_filter="${TEST_FILTER:-*}"
 step conformance_gpu tests.log 120 "$work/bin/attnkit_conformance_tests" --gtest_filter='*Gpu*'
 grep -E "^\[  (PASSED|FAILED)|FAILED  \]|tests ran|SKIPPED \]" "$out/tests.log" | tee -a "$summary"
 grep -E "rel_l2 .*(Fp8|fp8)" "$out/tests.log" | head -40 >>"$summary"
@@ -83,7 +86,10 @@ if [ -d "$work/variants" ]; then
     done
   done
 fi
-if [ -n "$peer_tar" ]; then
+# SKIP_PEERS=1: no peers (a change whose shapes the last call's peers already timed).
+if [ -n "${SKIP_PEERS:-}" ]; then
+  echo "== cuda_peers: skipped (SKIP_PEERS)" >>"$summary"
+elif [ -n "$peer_tar" ]; then
   step cuda_peers peers.log 240 python3 "$peers" --ours "$out/ours.json" --json "$out/peers.json" \
     --markdown "$out/peers.md"
 else
