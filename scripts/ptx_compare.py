@@ -74,6 +74,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         new = functions(generate(command, directory, Path(tmp) / "new.ptx"))
         head = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=repo, text=True).strip()
+        # The branch checked out, if any, is what HEAD returns to (not its commit, which would
+        # leave HEAD detached and the next commits on no branch).
+        branch = subprocess.run(["git", "symbolic-ref", "--quiet", "--short", "HEAD"], cwd=repo,
+                                capture_output=True, text=True).stdout.strip()
         base = subprocess.check_output(["git", "rev-parse", args.base], cwd=repo, text=True).strip()
         stashed = False
         if subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=repo).returncode != 0:
@@ -85,7 +89,7 @@ def main() -> int:
             old = functions(generate(command, directory, Path(tmp) / "old.ptx"))
         finally:
             if base != head:
-                subprocess.run(["git", "checkout", "--quiet", head], cwd=repo, check=True)
+                subprocess.run(["git", "checkout", "--quiet", branch or head], cwd=repo, check=True)
             if stashed:
                 subprocess.run(["git", "stash", "pop", "--quiet"], cwd=repo, check=True)
     selected = re.compile(args.filter)
