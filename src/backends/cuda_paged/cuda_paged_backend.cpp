@@ -3,6 +3,7 @@
 #include <string>
 
 #include "attnkit/build_config.h"
+#include "attnkit/core/enums.h"
 #include "backend/planned_cuda.h"
 #include "backends/cuda_paged/paged_kernels.h"
 
@@ -23,13 +24,16 @@ const BackendCapabilities& paged_capabilities() {
 }
 
 cuda::PlanShape paged_plan_shape(const AttentionLayerParams& layer, int num_sms) {
+  const int kv_bytes = is_fp8(layer.kv_cache_dtype) ? 1 : 2;
+  const int group = layer.num_kv_heads > 0 ? layer.num_heads / layer.num_kv_heads : 1;
 #if ATTNKIT_HAS_CUDA
-  const cuda::KernelGeometry geometry = cuda::paged_geometry(layer.head_size);
+  const cuda::KernelGeometry geometry = cuda::paged_geometry(layer.head_size, kv_bytes, group);
 #else
   // The kernel's rows and split granularity (paged_attention.cu), and the CTAs per SM that
   // its occupancy query gives on an H100/H200 (the kernel is built for four), so that plans
   // made without CUDA (planning tests) match the GPU build there.
-  const cuda::KernelGeometry geometry{4, 4, 128, 4};
+  const int rows = cuda::paged_rows_per_cta(layer.head_size, kv_bytes, group);
+  const cuda::KernelGeometry geometry{rows, rows, 128, 4};
 #endif
   return cuda::layer_plan_shape(layer, num_sms, geometry);
 }

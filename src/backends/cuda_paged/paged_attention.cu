@@ -1,7 +1,9 @@
 // CUDA_PAGED: paged attention on CUDA cores, for any head size that is a multiple of 16 up
 // to 256 and K/V stored as fp16, bf16 or fp8 (e4m3/e5m2, dequantised with k/v_scale).
 //
-// One CTA (4 warps) runs one CudaWorkItem of up to kRows = 4 packed rows for one KV head.
+// One CTA (4 warps) runs one CudaWorkItem of up to kR packed rows for one KV head: 4, or 8
+// where the KV head has more query heads than 4 and its rows are short enough
+// (paged_rows_per_cta), so that one CTA reads each K/V row for all of them.
 // The warps split the item's key range into tiles of `keys` keys (warp w takes tiles w,
 // w+4, ...) and each keeps its own online-softmax state; the epilogue merges the four
 // states in shared memory.
@@ -13,11 +15,11 @@
 // the block table (read one tile ahead), no shuffles.
 //
 // Lanes. A tile has keys = 32 / G keys, G = 1, 2 or 4 "row groups": lane l scores key
-// l % keys against rows (l / keys) * 4/G .. +4/G-1, the whole dot product on one lane
+// l % keys against rows (l / keys) * R/G .. +R/G-1, the whole dot product on one lane
 // (K from the staged tile, the query rows as fp32 broadcasts from shared memory), no
 // shuffle reductions. G is the smallest that lets four CTAs fit on an SM (a stage is
 // keys x row bytes: 32 keys of rows up to 128 bytes, 16 up to 256, 8 up to 512). P * V:
-// lane l owns 8-element output chunk l % (head_size / 8) of all 4 rows and takes one
+// lane l owns 8-element output chunk l % (head_size / 8) of all R rows and takes one
 // value row per pass, the keys' p as a broadcast from shared memory.
 
 #include <cuda_bf16.h>
@@ -41,27 +43,27 @@ namespace {
 
 using namespace paged;  // the kernel's steps and shapes (paged_steps.cuh)
 
-template <typename T, typename Kv, int kGroups>
+template <typename T, typename Kv, int kGroups, int kR>
 __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     paged_attention_kernel(PagedAttentionParams p, const CudaWorkItem* items, float* partial_o,
                            float* partial_lse) {
   constexpr int kKeys = 32 / kGroups;
-  constexpr int kRowsPerLane = kRows / kGroups;
+  constexpr int kRowsPerLane = kR / kGroups;
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ float4 s_p[kWarps][32];  // [warp][key of the tile]: p of the kRows rows
-  __shared__ float s_m[kWarps][kRows], s_l[kWarps][kRows];
-  __shared__ KeyWindow s_window[kRows];  // the visible keys [lo, hi] of each row
+  __shared__ __align__(16) float s_p[kWarps][32][kR];  // [warp][key of the tile][row]: p
+  __shared__ float s_m[kWarps][kR], s_l[kWarps][kR];
+  __shared__ KeyWindow s_window[kR];  // the visible keys [lo, hi] of each row
 
   const CudaWorkItem item = items[blockIdx.x];
   const int kv_head = blockIdx.y;
   const int group = p.num_heads / p.num_kv_heads;
   const int dim = p.head_size;
-  const PagedShape shape = PagedShape::with_groups(dim, kKvBytes<Kv>, kGroups);
+  const PagedShape shape = PagedShape::with_groups(dim, kKvBytes<Kv>, kGroups, kR);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int rows = min(kRows, item.row_end - item.row_begin);
+  const int rows = min(kR, item.row_end - item.row_begin);
 
   float* s_q = reinterpret_cast<float*>(smem);
-  load_q_rows<T>(p, item, kv_head, group, dim, rows, tid, s_q);
+  load_q_rows<T, kR>(p, item, kv_head, group, dim, rows, tid, s_q);
 
   // Scores: key key_lane of the tile against rows row_group * kRowsPerLane + i.
   const int key_lane = lane % kKeys;
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   const int key_swizzle = key_lane & shape.k_swizzle;
   // The keys each row sees (empty for padding rows), read from shared memory per tile:
   // kept in registers they would cost 2 * kRowsPerLane of them for the whole loop.
-  if (tid < kRows) {
+  if (tid < kR) {
     const int pos = item.kv_len - item.q_len + (item.row_begin + tid) / group;
     s_window[tid] = tid < rows ? visible_keys(p, pos, item.kv_end) : KeyWindow{1, 0};
   }
@@ -82,9 +84,9 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   const int my_chunk = lane % shape.chunks;
   const int my_key_slot = lane / shape.chunks;  // < keys_per_pass for active value lanes
 
-  float m[kRows], l[kRows], acc[kRows][8];
+  float m[kR], l[kR], acc[kR][8];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kR; ++r) {
     m[r] = -INFINITY;
     l[r] = 0.0f;
 #pragma unroll
@@ -137,31 +139,31 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
       float x[kRowsPerLane];
       compute_qk<Kv, kRowsPerLane>(x, stage + key_lane * shape.k_stride * 16, key_swizzle,
                                    s_q + row_group * kRowsPerLane * dim, dim, shape.row_slots);
-      online_softmax_update<kGroups>(m, l, acc, x, p, s_window + row_group * kRowsPerLane,
-                                     kb + key_lane, row_group,
-                                     reinterpret_cast<float*>(&s_p[warp][key_lane]));
+      online_softmax_update<kGroups, kR>(m, l, acc, x, p, s_window + row_group * kRowsPerLane,
+                                         kb + key_lane, row_group, s_p[warp][key_lane]);
     } else {
-      accumulate_pv<Kv>(acc, stage, shape.row_slots * 16, s_p[warp], min(kKeys, item.kv_end - kb),
-                        keys_per_pass, my_key_slot, my_chunk);
+      accumulate_pv<Kv, kR>(acc, stage, shape.row_slots * 16, &s_p[warp][0][0],
+                            min(kKeys, item.kv_end - kb), keys_per_pass, my_key_slot, my_chunk);
     }
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with q and its ring: the epilogue reuses them
 
   float* s_o = reinterpret_cast<float*>(smem);
-  store_warp_state(s_o + warp * kRows * dim, s_m, s_l, acc, m, l, dim, keys_per_pass, my_key_slot,
-                   my_chunk, lane, warp);
+  store_warp_state<kR>(s_o + warp * kR * dim, s_m, s_l, acc, m, l, dim, keys_per_pass, my_key_slot,
+                       my_chunk, lane, warp);
   __syncthreads();
-  write_output<T>(p, item, kv_head, group, dim, rows, tid, s_o, s_m, s_l, partial_o, partial_lse);
+  write_output<T, kR>(p, item, kv_head, group, dim, rows, tid, s_o, s_m, s_l, partial_o,
+                      partial_lse);
 }
 
 // Lets an instance use the shared memory its largest shape asks for (the dynamic opt-in
 // above 48 KiB) and asks for the largest carveout: kCtasPerSm CTAs need 220 KiB or more
 // of an SM's 228, which a smaller carveout would not leave them.
-template <typename T, typename Kv, int kGroups>
+template <typename T, typename Kv, int kGroups, int kR>
 bool configure_kernel() {
   static const bool configured = [] {
-    const auto kernel = paged_attention_kernel<T, Kv, kGroups>;
+    const auto kernel = paged_attention_kernel<T, Kv, kGroups, kR>;
     allow_dynamic_smem(kernel, max_dynamic_smem_bytes());
     ATTNKIT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                             cudaSharedmemCarveoutMaxShared));
@@ -170,31 +172,44 @@ bool configure_kernel() {
   return configured;
 }
 
-template <typename T, typename Kv, int kGroups>
+template <typename T, typename Kv, int kGroups, int kR>
 void launch_grouped(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                     const DevicePlan& plan, int smem) {
-  configure_kernel<T, Kv, kGroups>();
+  configure_kernel<T, Kv, kGroups, kR>();
   if (count == 0) return;  // DevicePlan::load_only: configured and loaded above
-  paged_attention_kernel<T, Kv, kGroups>
+  paged_attention_kernel<T, Kv, kGroups, kR>
       <<<dim3(count, p.num_kv_heads), kWarps * 32, smem, static_cast<cudaStream_t>(plan.stream)>>>(
           p, items, plan.partial_o, plan.partial_lse);
   ATTNKIT_CUDA_CHECK_LAUNCH(paged_attention_kernel);
+}
+
+template <typename T, typename Kv, int kR>
+void launch_rows(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
+                 const DevicePlan& plan) {
+  const PagedShape shape = PagedShape::of(p.head_size, kKvBytes<Kv>, kR);
+  const int smem = shape.dynamic_smem_bytes(p.head_size);
+  switch (shape.row_groups) {
+    case 1:
+      if constexpr (kR == 4) return launch_grouped<T, Kv, 1, kR>(p, items, count, plan, smem);
+      [[fallthrough]];  // never: 8 rows start at two groups (PagedShape::of)
+    case 2:
+      return launch_grouped<T, Kv, 2, kR>(p, items, count, plan, smem);
+    default:
+      return launch_grouped<T, Kv, 4, kR>(p, items, count, plan, smem);
+  }
 }
 
 template <typename T, typename Kv>
 void launch_items(const PagedAttentionParams& p, const CudaWorkItem* items, int count,
                   const DevicePlan& plan) {
   if (count == 0 && !plan.load_only) return;
-  const PagedShape shape = PagedShape::of(p.head_size, kKvBytes<Kv>);
-  const int smem = shape.dynamic_smem_bytes(p.head_size);
-  switch (shape.row_groups) {
-    case 1:
-      return launch_grouped<T, Kv, 1>(p, items, count, plan, smem);
-    case 2:
-      return launch_grouped<T, Kv, 2>(p, items, count, plan, smem);
-    default:
-      return launch_grouped<T, Kv, 4>(p, items, count, plan, smem);
+  const int group = p.num_kv_heads > 0 ? p.num_heads / p.num_kv_heads : 1;
+  if constexpr (kKvBytes<Kv> == 2) {
+    if (paged_rows_per_cta(p.head_size, kKvBytes<Kv>, group) == 8) {
+      return launch_rows<T, Kv, 8>(p, items, count, plan);
+    }
   }
+  return launch_rows<T, Kv, 4>(p, items, count, plan);
 }
 
 template <typename T, typename Kv>
@@ -222,44 +237,56 @@ void launch_for_compute_dtype(const PagedAttentionParams& p, const DevicePlan& p
   }
 }
 
-template <int kGroups>
+template <typename Kv, int kGroups, int kR>
 int resident_ctas(int head_size) {
-  const auto kernel = paged_attention_kernel<__nv_bfloat16, __nv_bfloat16, kGroups>;
-  configure_kernel<__nv_bfloat16, __nv_bfloat16, kGroups>();
+  const auto kernel = paged_attention_kernel<__nv_bfloat16, Kv, kGroups, kR>;
+  configure_kernel<__nv_bfloat16, Kv, kGroups, kR>();
   int ctas = 0;
   ATTNKIT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
       &ctas, kernel, kWarps * 32,
-      PagedShape::with_groups(head_size, 2, kGroups).dynamic_smem_bytes(head_size)));
+      PagedShape::with_groups(head_size, kKvBytes<Kv>, kGroups, kR).dynamic_smem_bytes(head_size)));
   return ctas;
+}
+
+template <typename Kv, int kR>
+int resident_ctas_of(int head_size) {
+  switch (PagedShape::of(head_size, kKvBytes<Kv>, kR).row_groups) {
+    case 1:
+      if constexpr (kR == 4) return resident_ctas<Kv, 1, kR>(head_size);
+      [[fallthrough]];  // never: 8 rows start at two groups (PagedShape::of)
+    case 2:
+      return resident_ctas<Kv, 2, kR>(head_size);
+    default:
+      return resident_ctas<Kv, 4, kR>(head_size);
+  }
 }
 
 }  // namespace
 
-KernelGeometry paged_geometry(int head_size) {
+KernelGeometry paged_geometry(int head_size, int kv_bytes, int group) {
   // Decode CTAs resident per SM (kCtasPerSm by construction on sm_90; fewer where an SM
-  // has less shared memory), asked of the runtime once per head size for a 16-bit cache
-  // (fp8 stages are at most as large). Split lengths are multiples of the four warps'
-  // largest tiles (4 x 32 keys), so that no warp gets a partial round.
-  static std::array<std::atomic<int>, kMaxHead / 16 + 1> ctas_by_size{};
+  // has less shared memory), asked of the runtime once per head size, cache element size
+  // and row count (fp8 e5m2 stages are as large as e4m3's). Split lengths are multiples of
+  // the four warps' largest tiles (4 x 32 keys), so that no warp gets a partial round.
+  // Per head size: 16-bit caches with 4 rows, with 8, fp8 caches (always 4 rows).
+  static std::array<std::atomic<int>, 3 * (kMaxHead / 16 + 1)> ctas_by_shape{};
   const int size = std::clamp(head_size, 16, kMaxHead) / 16 * 16;
-  std::atomic<int>& cached = ctas_by_size[size / 16];
+  const bool fp8 = kv_bytes == 1;
+  const int rows = paged_rows_per_cta(size, fp8 ? 1 : 2, group);
+  const int kind = fp8 ? 2 : rows == 8 ? 1 : 0;
+  std::atomic<int>& cached = ctas_by_shape[kind * (kMaxHead / 16 + 1) + size / 16];
   int ctas = cached.load(std::memory_order_relaxed);
   if (ctas == 0) {
-    switch (PagedShape::of(size, 2).row_groups) {
-      case 1:
-        ctas = resident_ctas<1>(size);
-        break;
-      case 2:
-        ctas = resident_ctas<2>(size);
-        break;
-      default:
-        ctas = resident_ctas<4>(size);
-        break;
+    if (fp8) {
+      ctas = resident_ctas_of<Fp8E4M3Tag, 4>(size);  // fp8 caches run 4 rows
+    } else {
+      ctas = rows == 8 ? resident_ctas_of<__nv_bfloat16, 8>(size)
+                       : resident_ctas_of<__nv_bfloat16, 4>(size);
     }
     ctas = std::max(ctas, 1);
     cached.store(ctas, std::memory_order_relaxed);
   }
-  return {kRows, kRows, kWarps * 32, ctas};
+  return {rows, rows, kWarps * 32, ctas};
 }
 
 void launch_paged_attention(const PagedAttentionParams& p, const DevicePlan& plan) {

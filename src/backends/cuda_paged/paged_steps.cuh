@@ -12,13 +12,15 @@
 #include <type_traits>
 
 #include "attnkit/kernels/paged_attention_params.h"
+#include "backends/cuda_paged/paged_kernels.h"
 #include "kernels/cuda/cuda_plan.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/mma_primitives.cuh"
 
 namespace attnkit::cuda::paged {
 
-constexpr int kRows = 4;  // packed rows per CTA
+// Packed rows per CTA (kR, a template argument of the kernel and its steps): 4, or 8 where
+// paged_rows_per_cta (paged_kernels.h) says so.
 constexpr int kWarps = 4;
 constexpr int kMaxHead = 256;
 // CTAs resident per SM that the kernel is built for: __launch_bounds__ caps the registers
@@ -43,23 +45,27 @@ struct Fp8E5M2Tag {};
 template <typename Kv>
 inline constexpr int kKvBytes = sizeof(Kv) == 2 ? 2 : 1;
 
-// Shared memory the kernel declares statically: the warps' probabilities, the
-// epilogue's per-warp max and sum, the rows' visible keys.
-constexpr int kStaticSmem = kWarps * 32 * static_cast<int>(sizeof(float4)) +
-                            2 * kWarps * kRows * static_cast<int>(sizeof(float)) +
-                            kRows * 2 * static_cast<int>(sizeof(int));
+// Shared memory the kernel declares statically for `rows` packed rows: the warps'
+// probabilities, the epilogue's per-warp max and sum, the rows' visible keys.
+__host__ __device__ constexpr int static_smem_bytes(int rows) {
+  return kWarps * 32 * rows * static_cast<int>(sizeof(float)) +
+         2 * kWarps * rows * static_cast<int>(sizeof(float)) +
+         rows * 2 * static_cast<int>(sizeof(int));
+}
 
-// The shapes of one warp's tiles, from the head size, the cache's element size and the
-// row groups G (the same on the host, which sizes the shared memory, and on the device).
+// The shapes of one warp's tiles, from the head size, the cache's element size, the packed
+// rows R and the row groups G (the same on the host, which sizes the shared memory, and on
+// the device).
 //
 // Dynamic shared memory of a CTA:
-//   [0, q_bytes)                      q: [kRows][head_size] fp32, rows past the item's zero
+//   [0, q_bytes)                      q: [R][head_size] fp32, rows past the item's zero
 //   [q_bytes, + kWarps * ring bytes)  warp w's ring: kStages stages of stage_bytes
 //   a stage holding K: [keys][k_stride] 16-byte slots, slot c of key k's row at slot
 //                      c ^ (k & k_swizzle) of line k (past row_slots: padding)
 //   a stage holding V: [keys][row_slots] 16-byte slots, rows back to back
-//   epilogue (after the key loop, over all of the above): [kWarps][kRows][head_size] fp32
+//   epilogue (after the key loop, over all of the above): [kWarps][R][head_size] fp32
 struct PagedShape {
+  int rows;         // R
   int row_groups;   // G
   int keys;         // keys per tile: 32 / G
   int chunks;       // 8-element chunks of a row (head_size / 8): P * V lanes per value row
@@ -70,8 +76,9 @@ struct PagedShape {
   int q_bytes;
 
   __host__ __device__ static constexpr PagedShape with_groups(int head_size, int kv_bytes,
-                                                              int groups) {
+                                                              int groups, int rows) {
     PagedShape s{};
+    s.rows = rows;
     s.row_groups = groups;
     s.keys = 32 / groups;
     s.chunks = head_size / 8;
@@ -86,42 +93,54 @@ struct PagedShape {
     s.k_stride = swizzled ? s.row_slots : (s.row_slots | 1);
     s.k_swizzle = swizzled ? 7 : 0;
     s.stage_bytes = s.keys * s.k_stride * 16;
-    s.q_bytes = kRows * head_size * static_cast<int>(sizeof(float));
+    s.q_bytes = rows * head_size * static_cast<int>(sizeof(float));
     return s;
   }
   // The fewest row groups (most keys per tile, so the fewest repeated K conversions) whose
   // shared memory lets kCtasPerSm CTAs share an SM.
-  __host__ __device__ static constexpr PagedShape of(int head_size, int kv_bytes) {
-    PagedShape s = with_groups(head_size, kv_bytes, 1);
+  // Eight rows start at two groups: a lane then scores at most 4 rows, as with four rows
+  // (8 rows a lane spill under the 128-register bound).
+  __host__ __device__ static constexpr PagedShape of(int head_size, int kv_bytes, int rows) {
+    PagedShape s = with_groups(head_size, kv_bytes, 1, rows);
+    if (rows <= 4 && s.cta_smem_bytes(head_size) <= kCtaSmemBudget) return s;
+    s = with_groups(head_size, kv_bytes, 2, rows);
     if (s.cta_smem_bytes(head_size) <= kCtaSmemBudget) return s;
-    s = with_groups(head_size, kv_bytes, 2);
-    if (s.cta_smem_bytes(head_size) <= kCtaSmemBudget) return s;
-    return with_groups(head_size, kv_bytes, 4);
+    return with_groups(head_size, kv_bytes, 4, rows);
   }
   __host__ __device__ constexpr int dynamic_smem_bytes(int head_size) const {
     const int loop = q_bytes + kWarps * kStages * stage_bytes;
-    const int epilogue = kWarps * kRows * head_size * static_cast<int>(sizeof(float));
+    const int epilogue = kWarps * rows * head_size * static_cast<int>(sizeof(float));
     return loop > epilogue ? loop : epilogue;
   }
   __host__ __device__ constexpr int cta_smem_bytes(int head_size) const {
-    return dynamic_smem_bytes(head_size) + kStaticSmem;
+    return dynamic_smem_bytes(head_size) + static_smem_bytes(rows);
   }
 };
 
-// The most dynamic shared memory any head size and cache dtype asks for (the kernels'
-// opt-in).
-constexpr int max_dynamic_smem_bytes() {
-  int most = 0;
+// The most dynamic shared memory any head size, cache dtype and row count the kernels run
+// asks for (their opt-in), and whether each of those fits kCtasPerSm CTAs per SM.
+struct PagedSmemBound {
+  int most_dynamic;
+  bool all_fit;
+};
+constexpr PagedSmemBound paged_smem_bound() {
+  PagedSmemBound bound{0, true};
   for (int kv_bytes = 1; kv_bytes <= 2; ++kv_bytes) {
     for (int head_size = 16; head_size <= kMaxHead; head_size += 16) {
-      const int bytes = PagedShape::of(head_size, kv_bytes).dynamic_smem_bytes(head_size);
-      most = bytes > most ? bytes : most;
+      for (int rows = 4; rows <= 8; rows += 4) {
+        if (rows == 8 && paged_rows_per_cta(head_size, kv_bytes, 8) != 8) continue;
+        const PagedShape s = PagedShape::of(head_size, kv_bytes, rows);
+        const int bytes = s.dynamic_smem_bytes(head_size);
+        bound.most_dynamic = bytes > bound.most_dynamic ? bytes : bound.most_dynamic;
+        bound.all_fit = bound.all_fit && s.cta_smem_bytes(head_size) <= kCtaSmemBudget;
+      }
     }
   }
-  return most;
+  return bound;
 }
-// Up to 3 stages, every head size and cache dtype fits four CTAs per SM.
-static_assert(kStages > 3 || max_dynamic_smem_bytes() + kStaticSmem <= kCtaSmemBudget,
+constexpr int max_dynamic_smem_bytes() { return paged_smem_bound().most_dynamic; }
+// Up to 3 stages, every head size, cache dtype and row count fits four CTAs per SM.
+static_assert(kStages > 3 || paged_smem_bound().all_fit,
               "every head size must fit kCtasPerSm CTAs per SM");
 
 // Elements of a 16-byte slot: 8 for 16-bit types, 16 for fp8.
@@ -162,13 +181,13 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// The CTA's packed rows of Q as fp32 in shared memory (q: [kRows][dim], rows past `rows`
+// The CTA's packed rows of Q as fp32 in shared memory (q: [kR][dim], rows past `rows`
 // zero), read as broadcasts by the scoring lanes.
-template <typename T>
+template <typename T, int kR>
 __device__ __forceinline__ void load_q_rows(const PagedAttentionParams& p, const CudaWorkItem& item,
                                             int kv_head, int group, int dim, int rows, int tid,
                                             float* s_q) {
-  for (int i = tid; i < kRows * dim; i += blockDim.x) {
+  for (int i = tid; i < kR * dim; i += blockDim.x) {
     const int r = i / dim, d = i % dim;
     float v = 0.0f;
     if (r < rows) {
@@ -249,7 +268,7 @@ __device__ __forceinline__ void compute_qk(float (&x)[kRowsPerLane], const unsig
     const uint4 raw = *reinterpret_cast<const uint4*>(k_row + ((c ^ swizzle) << 4));
     const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
     // Four elements at a time (two words of a 16-bit cache, one of fp8), each converted
-    // once and used by every row: few floats live at once (kRowsPerLane = 4 is tight).
+    // once and used by every row: few floats live at once (8 rows a lane is tight).
 #pragma unroll
     for (int e = 0; e < kElems; e += 4) {
       float kf[4];
@@ -283,16 +302,16 @@ __device__ __forceinline__ void compute_qk(float (&x)[kRowsPerLane], const unsig
 // `row_group`; window[i] the visible keys of its row i, empty for padding rows). Each row's
 // tile max comes from the keys' lanes by a shuffle tree within the row group, then to every
 // lane by one shuffle per row; the lanes move m to it and rescale l and acc (every lane
-// owns output columns of all kRows rows) and the lane's probabilities go to s_p[key_lane]
-// (a float4 of the kRows rows) for the P * V passes. l[r] sums only the lane's own keys.
-template <int kGroups>
-__device__ __forceinline__ void online_softmax_update(float (&m)[kRows], float (&l)[kRows],
-                                                      float (&acc)[kRows][8],
-                                                      const float (&x)[kRows / kGroups],
+// owns output columns of all kR rows) and the lane's probabilities go to s_p_key (the kR
+// rows' p of its key) for the P * V passes. l[r] sums only the lane's own keys.
+template <int kGroups, int kR>
+__device__ __forceinline__ void online_softmax_update(float (&m)[kR], float (&l)[kR],
+                                                      float (&acc)[kR][8],
+                                                      const float (&x)[kR / kGroups],
                                                       const PagedAttentionParams& p,
                                                       const KeyWindow* window, int key,
                                                       int row_group, float* s_p_key) {
-  constexpr int kRowsPerLane = kRows / kGroups;
+  constexpr int kRowsPerLane = kR / kGroups;
   constexpr int kKeys = 32 / kGroups;
   float s[kRowsPerLane], tile_max[kRowsPerLane];
 #pragma unroll
@@ -307,19 +326,19 @@ __device__ __forceinline__ void online_softmax_update(float (&m)[kRows], float (
     }
   }
   // Every row's tile max in every lane (warp-uniform from here on).
-  float row_max[kRows];
+  float row_max[kR];
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kR; ++r) {
     row_max[r] = kGroups == 1 ? tile_max[r % kRowsPerLane]
                               : __shfl_sync(0xffffffffu, tile_max[r % kRowsPerLane],
                                             (r / kRowsPerLane) * kKeys);
   }
   bool grew = false;
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) grew |= row_max[r] > m[r];
+  for (int r = 0; r < kR; ++r) grew |= row_max[r] > m[r];
   if (grew) {  // warp-uniform: the max stays put on most tiles after the first few
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kR; ++r) {
       const float m_new = fmaxf(m[r], row_max[r]);
       const float alpha = safe_exp2(m[r], m_new);
       m[r] = m_new;
@@ -345,22 +364,26 @@ __device__ __forceinline__ void online_softmax_update(float (&m)[kRows], float (
 
 // acc += P * V over the stage's first `valid` keys: pass k covers keys k * keys_per_pass
 // .. + keys_per_pass - 1; the lane takes chunk my_chunk of its key's value row (rows of
-// row_bytes back to back) and the key's probabilities from s_p. Keys past kv_end are
-// skipped: their staged rows are stale bytes (maybe NaN), and 0 * NaN is not 0.
-template <typename Kv>
-__device__ __forceinline__ void accumulate_pv(float (&acc)[kRows][8], const unsigned char* v_stage,
-                                              int row_bytes, const float4* s_p, int valid,
+// row_bytes back to back) and the key's probabilities from s_p ([key][kR]). Keys past
+// kv_end are skipped: their staged rows are stale bytes (maybe NaN), and 0 * NaN is not 0.
+template <typename Kv, int kR>
+__device__ __forceinline__ void accumulate_pv(float (&acc)[kR][8], const unsigned char* v_stage,
+                                              int row_bytes, const float* s_p, int valid,
                                               int keys_per_pass, int my_key_slot, int my_chunk) {
   if (my_key_slot >= keys_per_pass) return;
   const unsigned char* v = v_stage + my_chunk * 8 * kKvBytes<Kv>;
 #pragma unroll 1
   for (int key = my_key_slot; key < valid; key += keys_per_pass) {
-    const float4 pk = s_p[key];
-    const float pr[kRows] = {pk.x, pk.y, pk.z, pk.w};
+    float pr[kR];
+#pragma unroll
+    for (int q = 0; q < kR / 4; ++q) {
+      const float4 pk = reinterpret_cast<const float4*>(s_p + key * kR)[q];
+      pr[4 * q] = pk.x, pr[4 * q + 1] = pk.y, pr[4 * q + 2] = pk.z, pr[4 * q + 3] = pk.w;
+    }
     float vf[8];
     smem8<Kv>(v + key * row_bytes, vf);
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kR; ++r) {
 #pragma unroll
       for (int e = 0; e < 8; ++e) acc[r][e] = fmaf(pr[r], vf[e], acc[r][e]);
     }
@@ -369,18 +392,19 @@ __device__ __forceinline__ void accumulate_pv(float (&acc)[kRows][8], const unsi
 
 // Epilogue, first half: merges the lanes of the warp that hold the same chunk (different
 // key slots) into s_o[warp], and publishes the warp's max and (lane-summed) sum per row.
-__device__ __forceinline__ void store_warp_state(float* s_o_warp, float (&s_m)[kWarps][kRows],
-                                                 float (&s_l)[kWarps][kRows],
-                                                 const float (&acc)[kRows][8],
-                                                 const float (&m)[kRows], const float (&l)[kRows],
-                                                 int dim, int keys_per_pass, int my_key_slot,
-                                                 int my_chunk, int lane, int warp) {
-  for (int i = lane; i < kRows * dim; i += 32) s_o_warp[i] = 0.0f;
+template <int kR>
+__device__ __forceinline__ void store_warp_state(float* s_o_warp, float (&s_m)[kWarps][kR],
+                                                 float (&s_l)[kWarps][kR],
+                                                 const float (&acc)[kR][8], const float (&m)[kR],
+                                                 const float (&l)[kR], int dim, int keys_per_pass,
+                                                 int my_key_slot, int my_chunk, int lane,
+                                                 int warp) {
+  for (int i = lane; i < kR * dim; i += 32) s_o_warp[i] = 0.0f;
   __syncwarp();
   for (int slot = 0; slot < keys_per_pass; ++slot) {
     if (my_key_slot == slot) {
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < kR; ++r) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) s_o_warp[r * dim + my_chunk * 8 + e] += acc[r][e];
       }
@@ -388,7 +412,7 @@ __device__ __forceinline__ void store_warp_state(float* s_o_warp, float (&s_m)[k
     __syncwarp();
   }
 #pragma unroll
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < kR; ++r) {
     const float sum = warp_sum(l[r]);
     if (lane == 0) {
       s_m[warp][r] = m[r];
@@ -399,12 +423,12 @@ __device__ __forceinline__ void store_warp_state(float* s_o_warp, float (&s_m)[k
 
 // Epilogue, second half: merges the kWarps states of each row and writes the output (the
 // sink joins the denominator), or the split-KV partial row and its log2-sum-exp.
-template <typename T>
+template <typename T, int kR>
 __device__ __forceinline__ void write_output(const PagedAttentionParams& p,
                                              const CudaWorkItem& item, int kv_head, int group,
                                              int dim, int rows, int tid, const float* s_o,
-                                             const float (&s_m)[kWarps][kRows],
-                                             const float (&s_l)[kWarps][kRows], float* partial_o,
+                                             const float (&s_m)[kWarps][kR],
+                                             const float (&s_l)[kWarps][kR], float* partial_o,
                                              float* partial_lse) {
   for (int i = tid; i < rows * dim; i += blockDim.x) {
     const int r = i / dim, d = i % dim;
@@ -416,7 +440,7 @@ __device__ __forceinline__ void write_output(const PagedAttentionParams& p,
     for (int w = 0; w < kWarps; ++w) {
       const float wt = safe_exp2(s_m[w][r], big);
       sum += wt * s_l[w][r];
-      o += wt * s_o[(w * kRows + r) * dim + d];
+      o += wt * s_o[(w * kR + r) * dim + d];
     }
     o *= p.v_scale;
     const int row = item.row_begin + r;

@@ -360,6 +360,42 @@ std::vector<NamedCase> all_cases() {
     rows.requests = {{5, 700}, {1, 300}, {7, 7}, {2, 90}};
     add("PagedRowsAcrossTokensWindowD" + std::to_string(d), rows);
   }
+  // CUDA_PAGED with 8 packed rows per CTA (more than 4 query heads per KV head over a
+  // 16-bit cache of rows up to 256 bytes; paged_rows_per_cta): two and four row groups,
+  // K rows swizzled, padded and staged as they are; decodes ending on either side of the
+  // 16- and 8-key tiles, many splits over HND blocks, and rows of different tokens in one
+  // CTA (6 heads per KV head) with windows, soft-cap and sinks.
+  for (const TileShape& t :
+       {TileShape{"G2D64Swizzled", 64, KvCacheDType::kAuto},
+        TileShape{"G2D80", 80, KvCacheDType::kAuto}, TileShape{"G2D112", 112, KvCacheDType::kAuto},
+        TileShape{"G4D128Swizzled", 128, KvCacheDType::kAuto}}) {
+    GpuCase edges;
+    edges.backend = "CUDA_PAGED";
+    edges.dtype = DType::kBFloat16;
+    edges.head_size = t.head_size;
+    edges.num_heads = 16;
+    edges.num_kv_heads = 2;
+    edges.block_size = 7;
+    edges.requests = {{1, 1},  {1, 7},  {1, 8},  {1, 9},  {1, 15}, {1, 16},  {1, 17},
+                      {1, 31}, {1, 33}, {1, 63}, {1, 64}, {1, 65}, {1, 129}, {40, 40}};
+    add(std::string("PagedEightRowsTileEdges") + t.name, edges);
+    GpuCase splits = edges;
+    splits.dtype = DType::kFloat16;
+    splits.layout = KvLayout::kHND;
+    splits.block_size = 5;
+    splits.num_heads = 8;
+    splits.num_kv_heads = 1;
+    splits.requests = {{1, 30011}, {3, 40}};
+    add(std::string("PagedEightRowsManySplitsHnd") + t.name, splits);
+    GpuCase rows = edges;
+    rows.dtype = DType::kFloat16;
+    rows.num_heads = 12;
+    rows.sliding_window = 45;
+    rows.soft_cap = 20.0f;
+    rows.sinks = true;
+    rows.requests = {{5, 700}, {1, 300}, {7, 7}, {2, 90}};
+    add(std::string("PagedEightRowsAcrossTokensWindow") + t.name, rows);
+  }
   // CUDA_FLASH over fp8: a long GQA prefill through the large-row tiles (many key tiles in
   // every pipeline stage), and fp16 compute over e5m2 at head size 256 with soft-cap and a
   // split-KV decode row.

@@ -96,8 +96,12 @@ TEST(CudaGraphPlan, MaxPartialSlotsBoundsEveryStep) {
 
 TEST(CudaGraphPlan, BoundsAndCapacityHoldForRandomStepsWithinTheLimits) {
   std::mt19937 rng(std::random_device{}());
-  for (auto [heads, kv_heads, small_rows, large_rows] :
-       {std::tuple{32, 8, 16, 64}, {64, 8, 16, 128}, {16, 1, 16, 64}, {8, 8, 4, 4}}) {
+  for (auto [heads, kv_heads, small_rows, large_rows] : {std::tuple{32, 8, 16, 64},
+                                                         {64, 8, 16, 128},
+                                                         {16, 1, 16, 64},
+                                                         {8, 8, 4, 4},
+                                                         {64, 8, 8, 8},
+                                                         {12, 2, 8, 8}}) {
     PlanShape shape = shape_of(heads, kv_heads, small_rows, large_rows);
     const StepLimits limits{16, 512, 64, 64 * 16};
     shape.max_partial_slots = reserved_partial_slots(shape, limits);
