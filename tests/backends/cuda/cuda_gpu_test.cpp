@@ -306,13 +306,37 @@ std::vector<NamedCase> all_cases() {
   // CUDA_PAGED's three tile shapes (32 keys of rows up to 128 bytes, 16 up to 256, 8 up to
   // 512: G = 1, 2, 4 row groups of scoring lanes), each with K rows of an odd number of
   // 16-byte slots (staged as they are), of an even one (padded by a slot) and of a multiple
-  // of 8 (XOR-swizzled): decodes whose key counts end on either side of a warp tile (1,
-  // 31-33, 127-129 keys), odd blocks, HND, and a long request cut into many splits whose
-  // edges fall inside blocks.
+  // of 8 (XOR-swizzled): decodes whose key counts end on either side of a warp tile (`edge`
+  // requests), odd blocks, HND, and a long request cut into many splits whose edges fall
+  // inside blocks; `group` query heads per KV head.
   struct TileShape {
     const char* name;
     int head_size;
     KvCacheDType kv;
+  };
+  const auto add_tile_cases = [&](const std::string& prefix, const TileShape& t, int group,
+                                  std::vector<std::pair<int, int>> edge) {
+    GpuCase edges;
+    edges.backend = "CUDA_PAGED";
+    edges.dtype = DType::kBFloat16;
+    edges.kv_dtype = t.kv;
+    if (t.kv != KvCacheDType::kAuto) {
+      edges.k_scale = 0.04f;
+      edges.v_scale = 0.02f;
+    }
+    edges.head_size = t.head_size;
+    edges.num_heads = 2 * group;
+    edges.num_kv_heads = 2;
+    edges.block_size = 7;
+    edges.requests = std::move(edge);
+    add(prefix + "TileEdges" + t.name, edges);
+    GpuCase splits = edges;
+    splits.layout = KvLayout::kHND;
+    splits.block_size = 5;
+    splits.num_heads = group;
+    splits.num_kv_heads = 1;
+    splits.requests = {{1, 30011}, {3, 40}};
+    add(prefix + "ManySplitsHnd" + t.name, splits);
   };
   for (const TileShape& t : {TileShape{"G1D48", 48, KvCacheDType::kAuto},
                              TileShape{"G1D64Swizzled", 64, KvCacheDType::kAuto},
@@ -323,78 +347,41 @@ std::vector<NamedCase> all_cases() {
                              TileShape{"G2D240Fp8E4M3", 240, KvCacheDType::kFp8E4M3},
                              TileShape{"G4D144", 144, KvCacheDType::kAuto},
                              TileShape{"G4D256Swizzled", 256, KvCacheDType::kAuto}}) {
-    GpuCase edges;
-    edges.backend = "CUDA_PAGED";
-    edges.dtype = DType::kBFloat16;
-    edges.kv_dtype = t.kv;
-    if (t.kv != KvCacheDType::kAuto) {
-      edges.k_scale = 0.04f;
-      edges.v_scale = 0.02f;
-    }
-    edges.head_size = t.head_size;
-    edges.num_heads = 8;
-    edges.num_kv_heads = 2;
-    edges.block_size = 7;
-    edges.requests = {{1, 1}, {1, 31}, {1, 32}, {1, 33}, {1, 127}, {1, 128}, {1, 129}};
-    add(std::string("PagedTileEdges") + t.name, edges);
-    GpuCase splits = edges;
-    splits.layout = KvLayout::kHND;
-    splits.block_size = 5;
-    splits.num_heads = 4;
-    splits.num_kv_heads = 1;
-    splits.requests = {{1, 30011}, {3, 40}};
-    add(std::string("PagedManySplitsHnd") + t.name, splits);
+    add_tile_cases("Paged", t, 4,
+                   {{1, 1}, {1, 31}, {1, 32}, {1, 33}, {1, 127}, {1, 128}, {1, 129}});
   }
-  // Packed rows of different tokens in one CTA (3 heads per KV head, 4 rows per CTA), each
-  // row with its own window: per-row visible keys in the scoring lanes of every row group.
-  for (const int d : {32, 128, 256}) {
+  // Packed rows of different tokens in one CTA (`group` heads per KV head), each row with
+  // its own window: per-row visible keys in the scoring lanes of every row group.
+  const auto add_rows_across_tokens = [&](const std::string& name, int head_size, int group) {
     GpuCase rows;
     rows.backend = "CUDA_PAGED";
     rows.dtype = DType::kFloat16;
-    rows.head_size = d;
-    rows.num_heads = 12;
+    rows.head_size = head_size;
+    rows.num_heads = 4 * group;
     rows.num_kv_heads = 4;
     rows.sliding_window = 45;
     rows.soft_cap = 20.0f;
     rows.sinks = true;
     rows.requests = {{5, 700}, {1, 300}, {7, 7}, {2, 90}};
-    add("PagedRowsAcrossTokensWindowD" + std::to_string(d), rows);
+    add(name, rows);
+  };
+  for (const int d : {32, 128, 256}) {  // 3 heads per KV head, 4 rows per CTA
+    add_rows_across_tokens("PagedRowsAcrossTokensWindowD" + std::to_string(d), d, 3);
   }
-  // CUDA_PAGED with 8 packed rows per CTA (more than 4 query heads per KV head over a
-  // 16-bit cache of rows up to 256 bytes; paged_rows_per_cta): two and four row groups,
-  // K rows swizzled, padded and staged as they are; decodes ending on either side of the
-  // 16- and 8-key tiles, many splits over HND blocks, and rows of different tokens in one
-  // CTA (6 heads per KV head) with windows, soft-cap and sinks.
+  // 8 packed rows per CTA (more than 4 query heads per KV head over a 16-bit cache of rows
+  // up to 256 bytes; paged_rows_per_cta): 8 heads per KV head over two and four row groups
+  // (16 and 8 keys a tile), K rows swizzled, padded and staged as they are; then 6 heads
+  // per KV head, so that a CTA's 8 rows straddle tokens.
+  const std::vector<std::pair<int, int>> eight_row_edges = {
+      {1, 1},  {1, 7},  {1, 8},  {1, 9},  {1, 15}, {1, 16},  {1, 17},
+      {1, 31}, {1, 33}, {1, 63}, {1, 64}, {1, 65}, {1, 129}, {40, 40}};
   for (const TileShape& t :
        {TileShape{"G2D64Swizzled", 64, KvCacheDType::kAuto},
         TileShape{"G2D80", 80, KvCacheDType::kAuto}, TileShape{"G2D112", 112, KvCacheDType::kAuto},
         TileShape{"G4D128Swizzled", 128, KvCacheDType::kAuto}}) {
-    GpuCase edges;
-    edges.backend = "CUDA_PAGED";
-    edges.dtype = DType::kBFloat16;
-    edges.head_size = t.head_size;
-    edges.num_heads = 16;
-    edges.num_kv_heads = 2;
-    edges.block_size = 7;
-    edges.requests = {{1, 1},  {1, 7},  {1, 8},  {1, 9},  {1, 15}, {1, 16},  {1, 17},
-                      {1, 31}, {1, 33}, {1, 63}, {1, 64}, {1, 65}, {1, 129}, {40, 40}};
-    add(std::string("PagedEightRowsTileEdges") + t.name, edges);
-    GpuCase splits = edges;
-    splits.dtype = DType::kFloat16;
-    splits.layout = KvLayout::kHND;
-    splits.block_size = 5;
-    splits.num_heads = 8;
-    splits.num_kv_heads = 1;
-    splits.requests = {{1, 30011}, {3, 40}};
-    add(std::string("PagedEightRowsManySplitsHnd") + t.name, splits);
-    GpuCase rows = edges;
-    rows.dtype = DType::kFloat16;
-    rows.num_heads = 12;
-    rows.sliding_window = 45;
-    rows.soft_cap = 20.0f;
-    rows.sinks = true;
-    rows.requests = {{5, 700}, {1, 300}, {7, 7}, {2, 90}};
-    add(std::string("PagedEightRowsAcrossTokensWindow") + t.name, rows);
+    add_tile_cases("PagedEightRows", t, 8, eight_row_edges);
+    add_rows_across_tokens(std::string("PagedEightRowsAcrossTokensWindow") + t.name, t.head_size,
+                           6);
   }
   // CUDA_FLASH over fp8: a long GQA prefill through the large-row tiles (many key tiles in
   // every pipeline stage), and fp16 compute over e5m2 at head size 256 with soft-cap and a
